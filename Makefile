@@ -1,0 +1,41 @@
+# Two set-up commands on a fresh Debian machine: `make demo` and `make test`.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+SYSPKGS := prometheus victoria-metrics wrk
+
+.PHONY: demo test sysdeps venv bench clean
+
+# Debian packages the demo and the tests run for real (installed only when missing).
+sysdeps:
+	@missing=""; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	command -v victoria-metrics >/dev/null || missing="$$missing victoria-metrics"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: sysdeps venv
+	$(BIN)/python -m adapter demo
+
+test: sysdeps venv
+	$(BIN)/python -m pytest -q
+
+bench: sysdeps venv
+	$(BIN)/python benchmarks/latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,91 @@
+"""Request → provider → document: the only caller of the MetricsProvider.
+
+Follows the routes of kubernetes-sigs/custom-metrics-apiserver (``pkg/apiserver/installer/cmhandlers.go``):
+``{resource}/{name}/{metric}`` (root-scoped), ``namespaces/{ns}/{resource}/{name}/{metric}`` and
+``namespaces/{ns}/metrics/{metric}`` (rewritten to the Namespace object ``ns``, ``endpoints/handlers/get.go``).
+A name of ``*`` lists by ``labelSelector``; any other name answers exactly one item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from adapter.api.selectors import EVERYTHING, Selector, parse_selector
+from adapter.api.wire import VERSIONS, metric_value_list, resource_list
+from adapter.errors import BadRequest, NotFound
+from adapter.provider.base import MetricInfo, MetricsProvider, ObjectRef
+
+GROUP = "custom.metrics.k8s.io"
+
+# Accepted spellings → canonical group-resource (upstream normalizes through a RESTMapper).
+_RESOURCE_ALIASES = {
+    "pods": "pods", "pod": "pods",
+    "deployments.apps": "deployments.apps", "deployment.apps": "deployments.apps",
+    "deployments": "deployments.apps", "deployment": "deployments.apps",
+    "namespaces": "namespaces", "namespace": "namespaces",
+}
+_OBJECTS = {"pods": ("Pod", "/v1"), "deployments.apps": ("Deployment", "apps/v1"), "namespaces": ("Namespace", "/v1")}
+
+
+def route_not_found() -> NotFound:
+    """What a generic apiserver answers for a path under a registered prefix that matches no route."""
+    return NotFound("the server could not find the requested resource", details={})
+
+
+def _selector(params: Mapping[str, str], key: str) -> Selector:
+    text = params.get(key)
+    if not text:
+        return EVERYTHING
+    try:
+        return parse_selector(text)
+    except ValueError as exc:
+        raise BadRequest(f"invalid {key} {text!r}: {exc}") from None
+
+
+class Storage:
+    """Turns a parsed request path into provider calls and a MetricValueList or APIResourceList."""
+
+    def __init__(self, provider: MetricsProvider) -> None:
+        self.provider = provider
+
+    def discovery(self, version: str) -> dict[str, Any]:
+        return resource_list(f"{GROUP}/{version}", self.provider.list_all_metrics())
+
+    async def get(self, version: str, parts: list[str], params: Mapping[str, str]) -> dict[str, Any]:
+        """``parts``: the decoded path segments after ``/apis/custom.metrics.k8s.io/{version}/``."""
+        if version not in VERSIONS:
+            raise route_not_found()
+        if not parts:
+            return self.discovery(version)
+        if any(p == "" for p in parts):
+            raise route_not_found()
+        if len(parts) == 4 and parts[0] == "namespaces" and parts[2] == "metrics":
+            namespace, resource, name, metric = None, "namespaces", parts[1], parts[3]
+        elif len(parts) == 5 and parts[0] == "namespaces":
+            namespace, resource, name, metric = parts[1], parts[2], parts[3], parts[4]
+        elif len(parts) == 3:
+            namespace, resource, name, metric = None, parts[0], parts[1], parts[2]
+        else:
+            raise route_not_found()
+
+        metric_selector = _selector(params, "metricLabelSelector")
+        canonical = _RESOURCE_ALIASES.get(resource)
+        info = MetricInfo(canonical or resource, metric, namespace is not None)
+        # Namespaced resources must be asked for inside a namespace and root-scoped ones outside it.
+        if canonical is None or (canonical == "namespaces") == (namespace is not None):
+            raise NotFound(f"the server could not find the metric {metric} for {resource}")
+
+        if name == "*":
+            assert namespace is not None or canonical == "namespaces"
+            if canonical == "namespaces" or namespace is None:
+                raise NotFound(f"the server could not find the metric {metric} for namespaces: "
+                               "name the namespace")
+            selector = _selector(params, "labelSelector")
+            samples = await self.provider.get_metric_by_selector(namespace, selector, info, metric_selector)
+            return metric_value_list(version, samples)
+
+        kind, api_version = _OBJECTS[canonical]
+        obj = ObjectRef(kind, api_version, name, namespace)
+        sample = await self.provider.get_metric_by_name(obj, info, metric_selector)
+        return metric_value_list(version, [sample])

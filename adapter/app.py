@@ -1,0 +1,87 @@
+"""Composition root: ``create_app(settings)`` wires clients, pod source, provider and routes.
+
+Importing this module does nothing; the lifespan opens the HTTP client and starts the pod source, and
+closes them on shutdown. Tests pass their own provider, pod source, clock or httpx transport.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
+
+from adapter.api.storage import Storage
+from adapter.pods.base import PodSource
+from adapter.provider.base import MetricsProvider
+from adapter.provider.prometheus import PrometheusProvider
+from adapter.query.client import PromClient
+from adapter.routes import custom_metrics, system
+from adapter.routes.http import plain_not_found
+from adapter.settings import Settings
+
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def make_pod_source(settings: Settings, client: PromClient, clock: Callable[[], float]) -> PodSource:
+    if settings.pod_source == "kubernetes":
+        from adapter.pods.kubernetes import KubernetesPodSource  # imported only when used: it loads the k8s client
+
+        return KubernetesPodSource(kubeconfig=settings.kubeconfig)
+    from adapter.pods.prometheus import PrometheusPodSource
+
+    return PrometheusPodSource(client, settings.catalog, clock)
+
+
+def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
+               pod_source: PodSource | None = None, clock: Callable[[], float] = time.time,
+               transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+    """Build the ASGI app. With ``provider`` given, no backend client is opened (unit tests)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if provider is not None:
+            app.state.storage = Storage(provider)
+            app.state.pod_source = pod_source
+            yield
+            return
+        limits = httpx.Limits(max_connections=settings.max_upstream_concurrency,
+                              max_keepalive_connections=settings.max_upstream_concurrency)
+        async with httpx.AsyncClient(transport=transport, limits=limits) as http:
+            client = PromClient(settings.prometheus_url, http=http, backend=settings.backend,
+                                timeout_s=settings.query_timeout_s,
+                                max_concurrency=settings.max_upstream_concurrency)
+            pods = pod_source or make_pod_source(settings, client, clock)
+            await pods.start()
+            try:
+                prov = PrometheusProvider(settings.catalog, client, pods, clock)
+                app.state.provider = prov
+                app.state.client = client
+                app.state.pod_source = pods
+                app.state.storage = Storage(prov)
+                yield
+            finally:
+                await pods.close()
+
+    app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    app.add_route("/apis", custom_metrics.apis, methods=["GET"])
+    app.add_route(custom_metrics.PREFIX, custom_metrics.group, methods=["GET"])
+    app.add_route(custom_metrics.PREFIX + "/{rest:path}", custom_metrics.metrics_api, methods=ALL_METHODS)
+    app.add_route("/livez", system.livez, methods=["GET"])
+    app.add_route("/healthz", system.livez, methods=["GET"])
+    app.add_route("/readyz", system.readyz, methods=["GET"])
+    app.add_route("/version", system.version, methods=["GET"])
+    app.add_route("/openapi/v2", system.openapi, methods=["GET"])
+    app.add_route("/openapi/v3", system.openapi, methods=["GET"])
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return plain_not_found()
+
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(405, not_found)
+    return app

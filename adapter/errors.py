@@ -1,0 +1,60 @@
+"""The adapter's error tree: the bottom layer, imported by everything, importing nothing of ours.
+
+Every error that can reach a client is an ``AdapterError``; ``api/status.py`` turns it into a
+Kubernetes ``Status`` body in one place. Foreign errors (httpx, JSON, Kubernetes client) are
+translated into these at the boundary where they happen and never cross a layer untranslated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AdapterError(Exception):
+    """Base class. ``code`` is the HTTP status; ``reason`` the Kubernetes StatusReason ('' = none)."""
+
+    code = 500
+    reason = "InternalError"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class BadRequest(AdapterError):
+    code = 400
+    reason = "BadRequest"
+
+
+class NotFound(AdapterError):
+    code = 404
+    reason = "NotFound"
+
+
+class MethodNotAllowed(AdapterError):
+    code = 405
+    reason = "MethodNotAllowed"
+
+
+class NotAcceptable(AdapterError):
+    code = 406
+    reason = "NotAcceptable"
+
+
+class InternalError(AdapterError):
+    """A bug or a catalog query the backend rejected: our fault, never the client's."""
+
+    code = 500
+    reason = "InternalError"
+
+
+class UpstreamError(AdapterError):
+    """Prometheus / VictoriaMetrics / the Kubernetes API is unreachable, slow, failing or talking garbage."""
+
+    code = 503
+    reason = "ServiceUnavailable"
+
+
+class ConfigError(Exception):
+    """The catalog or the command line is invalid; raised at start-up, never while serving."""

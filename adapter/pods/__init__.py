@@ -1,0 +1,1 @@
+"""Who are the pods behind a selector or a Deployment."""

@@ -1,0 +1,39 @@
+"""The pod-source seam: which pods stand behind a label selector or a Deployment.
+
+Two implementations: ``kubernetes.py`` (the official client, a watch-fed in-memory cache) and
+``prometheus.py`` (kube-state-metrics series, for clusters where the adapter may not read the API).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from adapter.api.selectors import Selector
+
+
+class PodSource(Protocol):
+    """Answers from a cache or one cheap query; never returns pods that do not match."""
+
+    name: str
+
+    async def start(self) -> None:
+        """Open clients and start background watches (idempotent)."""
+
+    async def close(self) -> None:
+        """Stop background work and close clients."""
+
+    def ready(self) -> bool:
+        """True once the source can answer (e.g. the first list of a watch has arrived)."""
+
+    async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
+        """Sorted names of the live pods in ``namespace`` whose labels match ``selector``.
+
+        Pods that are terminating or have finished (phase Succeeded/Failed) are left out.
+        Raises ``UpstreamError`` when the source cannot answer.
+        """
+
+    async def pods_for_deployment(self, namespace: str, name: str) -> list[str]:
+        """Sorted names of the live pods owned by Deployment ``namespace/name``.
+
+        Raises ``NotFound`` if the Deployment is unknown, ``UpstreamError`` when the source cannot answer.
+        """

@@ -1,0 +1,85 @@
+"""Pods from kube-state-metrics series, for clusters where the adapter does not read the Kubernetes API.
+
+- selector → ``kube_pod_labels`` of the namespace, matched here against its ``label_<sanitized key>`` labels
+  (kube-state-metrics sanitizes label keys: every character outside [a-zA-Z0-9_] becomes ``_``). Only the
+  namespace goes into PromQL; the selector is evaluated in Python with the same code as for the API source.
+  kube-state-metrics v2 exports only the pod labels allowed by ``--metric-labels-allowlist``.
+- Deployment → ``kube_replicaset_owner`` (ReplicaSets owned by it) joined with ``kube_pod_owner``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from adapter.aggregate import attribute
+from adapter.api.selectors import Selector
+from adapter.errors import NotFound
+from adapter.query.client import PromClient
+from adapter.query.promql import namespace_series, quote
+from adapter.settings import Catalog
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def sanitize(key: str) -> str:
+    """kube-state-metrics' label-key sanitization (``label_`` prefix added by the caller)."""
+    return _UNSAFE.sub("_", key)
+
+
+class PrometheusPodSource:
+    """PodSource over kube-state-metrics series in the same backend as the metrics."""
+
+    name = "prometheus"
+
+    def __init__(self, client: PromClient, catalog: Catalog, clock: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.catalog = catalog
+        self.clock = clock
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def ready(self) -> bool:
+        return True
+
+    def _pod(self, labels: dict[str, str], namespace: str) -> str | None:
+        key = attribute(labels, self.catalog.layouts)
+        return key[1] if key is not None and key[0] == namespace else None
+
+    async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
+        samples = await self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace),
+                                          self.clock())
+        wanted = Selector(tuple(replace(r, key=sanitize(r.key)) for r in selector.requirements))
+        pods = set()
+        for s in samples:
+            pod = self._pod(s.labels, namespace)
+            if pod is None:
+                continue
+            labels = {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}
+            if wanted.matches(labels):
+                pods.add(pod)
+        return sorted(pods)
+
+    async def pods_for_deployment(self, namespace: str, name: str) -> list[str]:
+        at = self.clock()
+        rs_query = namespace_series("kube_replicaset_owner", self.catalog, namespace,
+                                    ['owner_kind="Deployment"', f"owner_name={quote(name)}"])
+        pod_query = namespace_series("kube_pod_owner", self.catalog, namespace, ['owner_kind="ReplicaSet"'])
+        rs_samples, pod_samples = await asyncio.gather(self.client.query(rs_query, at),
+                                                       self.client.query(pod_query, at))
+        replicasets = {s.labels.get("replicaset") for s in rs_samples} - {None, ""}
+        if not replicasets:
+            raise NotFound(f'deployments.apps "{name}" not found')
+        pods = set()
+        for s in pod_samples:
+            pod = self._pod(s.labels, namespace)
+            if pod is not None and s.labels.get("owner_name") in replicasets:
+                pods.add(pod)
+        return sorted(pods)

@@ -1,0 +1,128 @@
+"""PromQL is built here, never concatenated elsewhere: pure functions, no I/O.
+
+Every value that comes from a request (namespace, pod names, metricLabelSelector values) passes through
+``quote`` (and ``regex_quote`` inside regex matchers) so it can only ever be a string literal: it can never
+close the literal, add a matcher, or change the structure of the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NewType
+
+from adapter.api.selectors import Selector
+from adapter.errors import BadRequest
+from adapter.settings import LABEL_NAME, Catalog, Layout, MetricDef
+
+PromQL = NewType("PromQL", str)
+
+# RE2 metacharacters (what Go's regexp.QuoteMeta escapes).
+_RE2_META = frozenset("\\.+*?()|[]{}^$")
+_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string literal whose content is exactly ``value``.
+
+    Control characters become ``\\xHH``/``\\uHHHH`` escapes (Go Unquote syntax, which Prometheus' lexer uses).
+    """
+    out = ['"']
+    for ch in value:
+        if ch in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        elif 0xD800 <= ord(ch) <= 0xDFFF:
+            # A lone surrogate cannot be sent as UTF-8; U+FFFD keeps the literal valid (and matches nothing real).
+            out.append("\\ufffd")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def regex_quote(value: str) -> str:
+    """Escape RE2 metacharacters so ``value`` matches only itself inside a regex matcher."""
+    return "".join("\\" + ch if ch in _RE2_META else ch for ch in value)
+
+
+def any_of(values: Sequence[str]) -> str:
+    """A regex (unquoted) matching exactly one of ``values``; Prometheus anchors regex matchers."""
+    return "|".join(regex_quote(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which pods a query is about: all pods of ``namespace`` (pods=None) or exactly ``pods``."""
+
+    namespace: str
+    pods: tuple[str, ...] | None = None
+
+
+def selector_matchers(selector: Selector, what: str = "metricLabelSelector") -> list[str]:
+    """Label matchers equivalent to a Kubernetes selector on a series' own labels.
+
+    Raises BadRequest for keys that are not Prometheus label names and for gt/lt, which PromQL matchers
+    cannot express exactly.
+    """
+    out = []
+    for req in selector.requirements:
+        if not LABEL_NAME.match(req.key):
+            raise BadRequest(f"{what}: {req.key!r} is not a valid Prometheus label name")
+        op = req.operator
+        if op in ("=", "=="):
+            out.append(f"{req.key}={quote(req.values[0])}")
+        elif op == "!=":
+            out.append(f"{req.key}!={quote(req.values[0])}")
+        elif op == "in":
+            out.append(f"{req.key}=~{quote(any_of(req.values))}")
+        elif op == "notin":
+            out.append(f"{req.key}!~{quote(any_of(req.values))}")
+        elif op == "exists":
+            out.append(f'{req.key}!=""')
+        elif op == "!":
+            out.append(f'{req.key}=""')
+        else:
+            raise BadRequest(f"{what}: operator {op!r} is not supported on metric labels")
+    return out
+
+
+def layout_matchers(layout: Layout, scope: Scope, extra: Sequence[str] = ()) -> str:
+    """The matchers that pick the scope's pods in one label layout, followed by ``extra``."""
+    parts = [f"{layout.namespace}={quote(scope.namespace)}"]
+    if scope.pods is None:
+        parts.append(f'{layout.pod}!=""')
+    elif len(scope.pods) == 1:
+        parts.append(f"{layout.pod}={quote(scope.pods[0])}")
+    else:
+        parts.append(f"{layout.pod}=~{quote(any_of(scope.pods))}")
+    parts.extend(extra)
+    return ",".join(parts)
+
+
+def render(metric: MetricDef, catalog: Catalog, scope: Scope, metric_selector: Selector) -> PromQL:
+    """The one PromQL expression that reads ``metric`` for every pod of ``scope`` in one round-trip.
+
+    The template is rendered once per pod-label layout and the branches are joined with ``or``.
+    """
+    if scope.pods is not None and not scope.pods:
+        raise ValueError("render() needs at least one pod; callers skip the query for an empty pod list")
+    extra = selector_matchers(metric_selector)
+    by = ", ".join(catalog.pod_labels)
+    gpu = ", ".join(catalog.gpu_labels)
+    branches = []
+    for layout in catalog.layouts:
+        q = metric.query.replace("<<by>>", by).replace("<<gpu>>", gpu)
+        if metric.window is not None:
+            q = q.replace("<<window>>", metric.window)
+        q = q.replace("<<matchers>>", layout_matchers(layout, scope, extra))
+        branches.append(f"({q})" if len(catalog.layouts) > 1 else q)
+    return PromQL(" or ".join(branches))
+
+
+def namespace_series(name: str, catalog: Catalog, namespace: str, matchers: Sequence[str] = ()) -> PromQL:
+    """``name{<ns label>="ns", ...}`` for every distinct namespace label of the layouts, joined with ``or``."""
+    ns_labels = dict.fromkeys(lay.namespace for lay in catalog.layouts)
+    branches = [f"{name}{{{','.join([f'{label}={quote(namespace)}', *matchers])}}}" for label in ns_labels]
+    return PromQL(" or ".join(branches))

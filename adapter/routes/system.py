@@ -1,0 +1,40 @@
+"""Health, version, OpenAPI and /metrics endpoints."""
+
+from __future__ import annotations
+
+import platform
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from adapter import __version__
+from adapter.errors import NotFound
+from adapter.routes.http import error_response, json_response
+
+
+async def livez(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def readyz(request: Request) -> Response:
+    """Ready once the pod source can answer (its first list has arrived)."""
+    pods = getattr(request.app.state, "pod_source", None)
+    if pods is not None and not pods.ready():
+        return PlainTextResponse("pod source not synced yet\n", status_code=503)
+    return PlainTextResponse("ok")
+
+
+async def version(request: Request) -> Response:
+    # Shaped like k8s.io/apimachinery version.Info. The kubectl dispatcher picks a kubectl by the
+    # server's minor version, so we name the API level we implement and put our own version in gitVersion.
+    return json_response(request, {
+        "major": "1", "minor": "32", "gitVersion": f"v1.32.0+llm-hpa-adapter.{__version__}",
+        "gitCommit": "", "gitTreeState": "", "buildDate": "", "goVersion": "",
+        "compiler": "cpython", "platform": f"{platform.system().lower()}/{platform.machine()}",
+    })
+
+
+async def openapi(request: Request) -> Response:
+    # 404 is what kube-aggregator treats as "this server publishes no spec" and skips gracefully
+    # (kube-aggregator pkg/controllers/openapi/aggregator/downloader.go).
+    return error_response(request, NotFound("the server could not find the requested resource", details={}))

@@ -1,0 +1,233 @@
+"""Frozen settings and the metric catalog, validated once at start-up.
+
+Every catalog error names the entry it is about (``metrics.gpu_utilization_p90.reduce: ...``) so a user
+editing the YAML sees at once what to fix. Nothing here does I/O except ``load_catalog`` reading its file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+
+from adapter.errors import ConfigError
+
+Reduce = Literal["p90", "sum", "max", "mean", "min", "any_nonzero"]
+Combine = Literal["mean", "sum", "max"]
+
+# Prometheus' label and metric name grammar (prometheus/common model/labels.go, metric.go).
+LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+# PromQL durations: 30s, 2m, 1h30m ... (prometheus/common model/time.go ParseDuration).
+DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+PLACEHOLDERS = ("<<matchers>>", "<<by>>", "<<gpu>>", "<<window>>")
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds in a PromQL duration such as ``2m`` or ``1h30m``; ValueError if it is not one."""
+    if not DURATION.match(text):
+        raise ValueError(f"{text!r} is not a duration like 30s, 5m or 1h")
+    return sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way a series can name its pod: the pod label and the namespace label."""
+
+    pod: str
+    namespace: str
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """A metric read from the backend: one PromQL template, reduced per pod, combined over pods."""
+
+    name: str
+    help: str
+    query: str
+    reduce: Reduce
+    objects: Combine
+    window: str | None = None
+
+    @property
+    def window_seconds(self) -> int | None:
+        return int(duration_seconds(self.window)) if self.window else None
+
+
+@dataclass(frozen=True)
+class Term:
+    metric: str
+    weight: float
+    target: float
+
+
+@dataclass(frozen=True)
+class CompositeDef:
+    """A weighted sum of normalized terms (value / target); 1.0 means every term is at its target."""
+
+    name: str
+    help: str
+    terms: tuple[Term, ...]
+    objects: Combine
+
+
+@dataclass(frozen=True)
+class Catalog:
+    layouts: tuple[Layout, ...]
+    gpu_labels: tuple[str, ...]
+    metrics: dict[str, MetricDef]
+    composites: dict[str, CompositeDef]
+    cache_ttl_seconds: float = 0.0
+
+    def names(self) -> list[str]:
+        return sorted([*self.metrics, *self.composites])
+
+    @property
+    def pod_labels(self) -> tuple[str, ...]:
+        """Every label any layout uses, in layout order (namespace before pod), without repeats."""
+        seen: dict[str, None] = {}
+        for lay in self.layouts:
+            seen.setdefault(lay.namespace)
+            seen.setdefault(lay.pod)
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `serve` needs, built from argv; immutable once the app runs."""
+
+    prometheus_url: str
+    backend: Literal["prometheus", "victoriametrics"] = "prometheus"
+    catalog: Catalog = field(default_factory=lambda: load_catalog(None))
+    pod_source: Literal["kubernetes", "prometheus"] = "prometheus"
+    kubeconfig: str | None = None
+    query_timeout_s: float = 5.0
+    max_upstream_concurrency: int = 32
+
+
+def _require(cond: bool, where: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{where}: {msg}")
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    _require(isinstance(value, dict), where, f"expected a mapping, got {type(value).__name__}")
+    return value  # type: ignore[no-any-return]
+
+
+def _str(entry: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
+    value = entry.get(key, default)
+    _require(isinstance(value, str) and value != "", f"{where}.{key}", "required, a non-empty string")
+    return value  # type: ignore[return-value]
+
+
+def _number(entry: dict[str, Any], key: str, where: str) -> float:
+    value = entry.get(key)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    _require(ok, f"{where}.{key}", f"required, a number (got {value!r})")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _parse_metric(name: str, raw: Any) -> MetricDef:
+    where = f"metrics.{name}"
+    _require(bool(METRIC_NAME.match(name)), where, "a metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*")
+    entry = _mapping(raw, where)
+    unknown = set(entry) - {"help", "query", "reduce", "objects", "window"}
+    _require(not unknown, where, f"unknown keys {sorted(unknown)}")
+    query = _str(entry, "query", where)
+    _require("<<matchers>>" in query, f"{where}.query", "must contain <<matchers>> (it selects the pods)")
+    for token in re.findall(r"<<[^>]*>>", query):
+        _require(token in PLACEHOLDERS, f"{where}.query", f"unknown placeholder {token}; known: {PLACEHOLDERS}")
+    reduce = _str(entry, "reduce", where, "max")
+    _require(reduce in get_args(Reduce), f"{where}.reduce", f"{reduce!r} is not one of {get_args(Reduce)}")
+    objects = _str(entry, "objects", where, "mean")
+    _require(objects in get_args(Combine), f"{where}.objects", f"{objects!r} is not one of {get_args(Combine)}")
+    window = entry.get("window")
+    if window is not None:
+        _require(isinstance(window, str) and bool(DURATION.match(window)), f"{where}.window",
+                 f"{window!r} is not a PromQL duration like 2m")
+    _require(("<<window>>" in query) == (window is not None), f"{where}.window",
+             "a query using <<window>> needs a window, and a window is only allowed when the query uses it")
+    return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=reduce,  # type: ignore[arg-type]
+                     objects=objects, window=window)  # type: ignore[arg-type]
+
+
+def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> CompositeDef:
+    where = f"composites.{name}"
+    _require(bool(METRIC_NAME.match(name)), where, "a metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*")
+    _require(name not in metrics, where, "a composite cannot share its name with a metric")
+    entry = _mapping(raw, where)
+    unknown = set(entry) - {"help", "terms", "objects"}
+    _require(not unknown, where, f"unknown keys {sorted(unknown)}")
+    raw_terms = entry.get("terms")
+    _require(isinstance(raw_terms, list) and len(raw_terms) > 0, f"{where}.terms", "required, a non-empty list")
+    terms = []
+    for i, raw_term in enumerate(raw_terms):  # type: ignore[arg-type]
+        tw = f"{where}.terms[{i}]"
+        t = _mapping(raw_term, tw)
+        metric = _str(t, "metric", tw)
+        _require(metric in metrics, f"{tw}.metric", f"{metric!r} is not a metric of this catalog")
+        weight, target = _number(t, "weight", tw), _number(t, "target", tw)
+        _require(weight > 0, f"{tw}.weight", "must be > 0")
+        _require(target > 0, f"{tw}.target", "must be > 0")
+        terms.append(Term(metric=metric, weight=weight, target=target))
+    objects = _str(entry, "objects", where, "mean")
+    _require(objects in get_args(Combine), f"{where}.objects", f"{objects!r} is not one of {get_args(Combine)}")
+    return CompositeDef(name=name, help=str(entry.get("help", "")), terms=tuple(terms),
+                        objects=objects)  # type: ignore[arg-type]
+
+
+def parse_catalog(doc: Any) -> Catalog:
+    """Validate a catalog document (the parsed YAML). Raises ConfigError naming the bad entry."""
+    root = _mapping(doc, "catalog")
+    unknown = set(root) - {"layouts", "gpu_labels", "metrics", "composites", "cache_ttl_seconds"}
+    _require(not unknown, "catalog", f"unknown keys {sorted(unknown)}")
+    raw_layouts = root.get("layouts")
+    _require(isinstance(raw_layouts, list) and len(raw_layouts) > 0, "layouts", "required, a non-empty list")
+    layouts = []
+    for i, raw in enumerate(raw_layouts):  # type: ignore[arg-type]
+        entry = _mapping(raw, f"layouts[{i}]")
+        pod, ns = _str(entry, "pod", f"layouts[{i}]"), _str(entry, "namespace", f"layouts[{i}]")
+        for label in (pod, ns):
+            _require(bool(LABEL_NAME.match(label)), f"layouts[{i}]", f"{label!r} is not a Prometheus label name")
+        layouts.append(Layout(pod=pod, namespace=ns))
+    gpu_labels = root.get("gpu_labels", [])
+    _require(isinstance(gpu_labels, list) and all(isinstance(g, str) and LABEL_NAME.match(g) for g in gpu_labels),
+             "gpu_labels", "a list of Prometheus label names")
+    raw_metrics = _mapping(root.get("metrics", {}), "metrics")
+    metrics = {name: _parse_metric(str(name), raw) for name, raw in raw_metrics.items()}
+    raw_composites = _mapping(root.get("composites", {}) or {}, "composites")
+    composites = {name: _parse_composite(str(name), raw, metrics) for name, raw in raw_composites.items()}
+    _require(bool(metrics), "metrics", "the catalog serves no metric")
+    ttl = root.get("cache_ttl_seconds", 0)
+    _require(isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0, "cache_ttl_seconds",
+             "a number >= 0")
+    return Catalog(layouts=tuple(layouts), gpu_labels=tuple(gpu_labels), metrics=metrics,
+                   composites=composites, cache_ttl_seconds=float(ttl))
+
+
+def load_catalog(path: str | Path | None) -> Catalog:
+    """Load and validate a catalog file; ``None`` loads the embedded default (``adapter/catalog.yaml``)."""
+    if path is None:
+        text = resources.files("adapter").joinpath("catalog.yaml").read_text(encoding="utf-8")
+        where = "embedded catalog"
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read catalog {path}: {exc.strerror}") from None
+        where = str(path)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML: {exc}") from None
+    try:
+        return parse_catalog(doc)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
