@@ -1,0 +1,66 @@
+"""Catalog validation: start-up errors name the bad entry."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from adapter.errors import ConfigError
+from adapter.settings import duration_seconds, load_catalog, parse_catalog
+
+DEFAULT = yaml.safe_load(open(__import__("adapter").__path__[0] + "/catalog.yaml", encoding="utf-8"))
+
+
+def broken(path: list[str], value: object) -> dict:
+    doc = copy.deepcopy(DEFAULT)
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return doc
+
+
+def test_embedded_catalog_has_the_documented_defaults() -> None:
+    cat = load_catalog(None)
+    (comp,) = cat.composites.values()
+    assert [(t.metric, t.weight, t.target) for t in comp.terms] == [
+        ("gpu_utilization_p90", 0.4, 80.0), ("inference_queue_depth", 0.3, 8.0),
+        ("inference_latency_p99_seconds", 0.3, 0.8)]
+    assert cat.metrics["gpu_utilization_p90"].reduce == "p90"
+    assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
+
+
+@pytest.mark.parametrize("path,value,needle", [
+    (["metrics", "gpu_utilization_p90", "reduce"], "median", "metrics.gpu_utilization_p90.reduce"),
+    (["metrics", "gpu_utilization_p90", "query"], "DCGM_FI_DEV_GPU_UTIL", "metrics.gpu_utilization_p90.query"),
+    (["metrics", "inference_latency_p99_seconds", "window"], "2 minutes", "inference_latency_p99_seconds.window"),
+    (["metrics", "inference_queue_depth", "objects"], "median", "metrics.inference_queue_depth.objects"),
+    (["metrics", "inference_queue_depth", "query"], "x{<<matchers>>} <<oops>>", "unknown placeholder <<oops>>"),
+    (["composites", "llm_composite_load", "terms"], [{"metric": "nope", "weight": 1, "target": 1}],
+     "composites.llm_composite_load.terms[0].metric"),
+    (["composites", "llm_composite_load", "terms"], [{"metric": "inference_queue_depth", "weight": 1, "target": 0}],
+     "terms[0].target"),
+    (["layouts"], [{"pod": "bad-label", "namespace": "namespace"}], "layouts[0]"),
+    (["cache_ttl_seconds"], -1, "cache_ttl_seconds"),
+])
+def test_bad_entries_are_named(path: list[str], value: object, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_catalog(broken(path, value))
+    assert needle in str(err.value)
+
+
+def test_unreadable_and_invalid_files(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read catalog"):
+        load_catalog(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metrics: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_catalog(bad)
+
+
+def test_durations() -> None:
+    assert duration_seconds("2m") == 120 and duration_seconds("1h30m") == 5400
+    with pytest.raises(ValueError):
+        duration_seconds("2 m")
