@@ -17,7 +17,7 @@ from adapter.errors import NotFound
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
 from adapter.query.client import PromClient
-from adapter.query.promql import PromQL, Scope, render
+from adapter.query.promql import PromQL, Scope, render, selector_matchers
 from adapter.query.results import Sample
 from adapter.settings import Catalog, Combine
 
@@ -103,6 +103,7 @@ class PrometheusProvider:
                                      metric_selector: Selector) -> list[MetricSample]:
         if not self.knows(info.metric) or info.resource not in RESOURCES:
             raise metric_not_found(info)
+        selector_matchers(metric_selector)  # a selector PromQL cannot express is a 400 even with no pods
         if info.resource != "pods":
             raise NotFound(f"the server could not find the metric {info.metric} for {info.resource}: "
                            "only pods can be listed by selector; name the object instead")
@@ -128,6 +129,7 @@ class PrometheusProvider:
                                  metric_selector: Selector) -> MetricSample:
         if not self.knows(info.metric) or info.resource not in RESOURCES:
             raise metric_not_found(info, obj.name)
+        selector_matchers(metric_selector)
         scope = await self.object_scope(obj, info.resource)
         if scope.pods is not None and not scope.pods:
             raise metric_not_found(info, obj.name, metric_selector)
