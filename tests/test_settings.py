@@ -28,7 +28,7 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
     assert [(t.metric, t.weight, t.target) for t in comp.terms] == [
         ("gpu_utilization_p90", 0.4, 80.0), ("inference_queue_depth", 0.3, 8.0),
         ("inference_latency_p99_seconds", 0.3, 0.8)]
-    assert cat.metrics["gpu_utilization_p90"].reduce == "p90"
+    assert cat.metrics["gpu_utilization_p90"].query.startswith("quantile by (<<by>>) (0.9, DCGM_FI_DEV_GPU_UTIL")
     assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
 
 

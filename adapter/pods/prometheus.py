@@ -5,6 +5,9 @@
   namespace goes into PromQL; the selector is evaluated in Python with the same code as for the API source.
   kube-state-metrics v2 exports only the pod labels allowed by ``--metric-labels-allowlist``.
 - Deployment → ``kube_replicaset_owner`` (ReplicaSets owned by it) joined with ``kube_pod_owner``.
+
+Answers are kept for ``ttl_s`` seconds (default 10, below the HPA's 15 s sync period): pod membership
+changes far more slowly than metric values, and this keeps the request path at one metric query.
 """
 
 from __future__ import annotations
@@ -35,10 +38,40 @@ class PrometheusPodSource:
 
     name = "prometheus"
 
-    def __init__(self, client: PromClient, catalog: Catalog, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, client: PromClient, catalog: Catalog, clock: Callable[[], float] = time.time,
+                 ttl_s: float = 10.0) -> None:
         self.client = client
         self.catalog = catalog
         self.clock = clock
+        self.ttl_s = ttl_s
+        # (namespace, deployment name | None) -> (expiry on the monotonic clock, [(pod, labels)] or pods)
+        self._cache: dict[tuple[str, str | None], tuple[float, object]] = {}
+
+    def _cached(self, key: tuple[str, str | None]) -> object | None:
+        hit = self._cache.get(key)
+        if hit is None or hit[0] < time.monotonic():
+            return None
+        return hit[1]
+
+    def _store(self, key: tuple[str, str | None], value: object) -> None:
+        if self.ttl_s > 0:
+            if len(self._cache) > 10_000:  # bounded: namespaces/deployments seen recently
+                self._cache.clear()
+            self._cache[key] = (time.monotonic() + self.ttl_s, value)
+
+    async def _pod_labels(self, namespace: str) -> list[tuple[str, dict[str, str]]]:
+        cached = self._cached((namespace, None))
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        samples = await self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace),
+                                          self.clock())
+        pods = []
+        for s in samples:
+            pod = self._pod(s.labels, namespace)
+            if pod is not None:
+                pods.append((pod, {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}))
+        self._store((namespace, None), pods)
+        return pods
 
     async def start(self) -> None:
         return None
@@ -54,20 +87,13 @@ class PrometheusPodSource:
         return key[1] if key is not None and key[0] == namespace else None
 
     async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
-        samples = await self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace),
-                                          self.clock())
         wanted = Selector(tuple(replace(r, key=sanitize(r.key)) for r in selector.requirements))
-        pods = set()
-        for s in samples:
-            pod = self._pod(s.labels, namespace)
-            if pod is None:
-                continue
-            labels = {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}
-            if wanted.matches(labels):
-                pods.add(pod)
-        return sorted(pods)
+        return sorted({pod for pod, labels in await self._pod_labels(namespace) if wanted.matches(labels)})
 
     async def pods_for_deployment(self, namespace: str, name: str) -> list[str]:
+        cached = self._cached((namespace, name))
+        if cached is not None:
+            return cached  # type: ignore[return-value]
         at = self.clock()
         rs_query = namespace_series("kube_replicaset_owner", self.catalog, namespace,
                                     ['owner_kind="Deployment"', f"owner_name={quote(name)}"])
@@ -82,4 +108,6 @@ class PrometheusPodSource:
             pod = self._pod(s.labels, namespace)
             if pod is not None and s.labels.get("owner_name") in replicasets:
                 pods.add(pod)
-        return sorted(pods)
+        result = sorted(pods)
+        self._store((namespace, name), result)
+        return result

@@ -7,6 +7,7 @@ close the literal, add a matcher, or change the structure of the query.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NewType
@@ -17,34 +18,37 @@ from adapter.settings import LABEL_NAME, Catalog, Layout, MetricDef
 
 PromQL = NewType("PromQL", str)
 
-# RE2 metacharacters (what Go's regexp.QuoteMeta escapes).
-_RE2_META = frozenset("\\.+*?()|[]{}^$")
 _SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+_NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f\ud800-\udfff]')
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch in _SIMPLE_ESCAPES:
+        return _SIMPLE_ESCAPES[ch]
+    if 0xD800 <= ord(ch) <= 0xDFFF:
+        # A lone surrogate cannot be sent as UTF-8; U+FFFD keeps the literal valid (and matches nothing real).
+        return "\\ufffd"
+    return f"\\x{ord(ch):02x}"
 
 
 def quote(value: str) -> str:
     """A PromQL double-quoted string literal whose content is exactly ``value``.
 
-    Control characters become ``\\xHH``/``\\uHHHH`` escapes (Go Unquote syntax, which Prometheus' lexer uses).
+    Control characters become ``\\xHH`` escapes (Go Unquote syntax, which Prometheus' lexer uses).
     """
-    out = ['"']
-    for ch in value:
-        if ch in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        elif 0xD800 <= ord(ch) <= 0xDFFF:
-            # A lone surrogate cannot be sent as UTF-8; U+FFFD keeps the literal valid (and matches nothing real).
-            out.append("\\ufffd")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    # One regex pass: pod regexes over 1,000 pods are long, and this runs on the request path.
+    return '"' + _NEEDS_ESCAPE.sub(_escape, value) + '"'
+
+
+_RE2_META_PATTERN = re.compile(r"[\\.+*?()|\[\]{}^$]")
 
 
 def regex_quote(value: str) -> str:
     """Escape RE2 metacharacters so ``value`` matches only itself inside a regex matcher."""
-    return "".join("\\" + ch if ch in _RE2_META else ch for ch in value)
+    return _RE2_META_PATTERN.sub(lambda m: "\\" + m.group(), value)
 
 
 def any_of(values: Sequence[str]) -> str:
@@ -88,17 +92,20 @@ def selector_matchers(selector: Selector, what: str = "metricLabelSelector") -> 
     return out
 
 
-def layout_matchers(layout: Layout, scope: Scope, extra: Sequence[str] = ()) -> str:
-    """The matchers that pick the scope's pods in one label layout, followed by ``extra``."""
-    parts = [f"{layout.namespace}={quote(scope.namespace)}"]
+def _pod_match(scope: Scope) -> tuple[str, str]:
+    """(operator, quoted operand) that selects the scope's pods by the pod label."""
     if scope.pods is None:
-        parts.append(f'{layout.pod}!=""')
-    elif len(scope.pods) == 1:
-        parts.append(f"{layout.pod}={quote(scope.pods[0])}")
-    else:
-        parts.append(f"{layout.pod}=~{quote(any_of(scope.pods))}")
-    parts.extend(extra)
-    return ",".join(parts)
+        return "!=", '""'
+    if len(scope.pods) == 1:
+        return "=", quote(scope.pods[0])
+    return "=~", quote(any_of(scope.pods))
+
+
+def layout_matchers(layout: Layout, scope: Scope, extra: Sequence[str] = (),
+                    pod_match: tuple[str, str] | None = None) -> str:
+    """The matchers that pick the scope's pods in one label layout, followed by ``extra``."""
+    op, operand = pod_match or _pod_match(scope)
+    return ",".join([f"{layout.namespace}={quote(scope.namespace)}", f"{layout.pod}{op}{operand}", *extra])
 
 
 def render(metric: MetricDef, catalog: Catalog, scope: Scope, metric_selector: Selector) -> PromQL:
@@ -111,12 +118,13 @@ def render(metric: MetricDef, catalog: Catalog, scope: Scope, metric_selector: S
     extra = selector_matchers(metric_selector)
     by = ", ".join(catalog.pod_labels)
     gpu = ", ".join(catalog.gpu_labels)
+    pod_match = _pod_match(scope)
     branches = []
     for layout in catalog.layouts:
         q = metric.query.replace("<<by>>", by).replace("<<gpu>>", gpu)
         if metric.window is not None:
             q = q.replace("<<window>>", metric.window)
-        q = q.replace("<<matchers>>", layout_matchers(layout, scope, extra))
+        q = q.replace("<<matchers>>", layout_matchers(layout, scope, extra, pod_match))
         branches.append(f"({q})" if len(catalog.layouts) > 1 else q)
     return PromQL(" or ".join(branches))
 

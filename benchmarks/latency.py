@@ -1,0 +1,115 @@
+"""Adapter latency against the raw-PromQL floor, measured in the same run on the same Prometheus.
+
+For N pods × 8 GPUs it times `GET .../pods/*/gpu_utilization_p90?labelSelector=app=bench` on the adapter
+(a separate process, as deployed) and the equivalent raw query a user would send Prometheus directly,
+`quantile by (namespace, pod) (0.9, DCGM_FI_DEV_GPU_UTIL{namespace="…", pod=~"…"})`, alternating the two so
+machine noise hits both alike, and prints p50/p99 and the ratios.
+
+    .venv/bin/python benchmarks/latency.py [--pods 10,100,1000] [--requests 300] [--backend prometheus]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from adapter.devservers import free_port  # noqa: E402
+from adapter.query.promql import any_of, quote  # noqa: E402
+from tests.support.backends import start_backend  # noqa: E402
+from tests.support.fleet_data import PodSpec, build  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("adapter exited")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("adapter not ready")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pods", default="10,100,1000")
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.pods.split(",")]
+
+    backend = start_backend(args.backend)
+    now = time.time()
+    for n in sizes:
+        pods = [PodSpec(f"bench-5d8f7b9c6-{i:05d}", gpus=8, layout="honor", labels={"app": "bench"})
+                for i in range(n)]
+        backend.load(build(f"bench-{n}", pods, now, idle_gpus=0))
+
+    port = free_port()
+    adapter = subprocess.Popen(
+        [sys.executable, "-m", "adapter", "--log-level", "warning", "serve", "--prometheus-url", backend.url,
+         "--backend", args.backend, "--bind", f"127.0.0.1:{port}", "--insecure-plain-http",
+         "--pod-source", "prometheus"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    url = f"http://127.0.0.1:{port}"
+    rows = []
+    try:
+        wait_ready(url, adapter)
+        client = httpx.Client(timeout=30)
+        for n in sizes:
+            ns = f"bench-{n}"
+            names = [f"bench-5d8f7b9c6-{i:05d}" for i in range(n)]
+            raw = (f"quantile by (namespace, pod) (0.9, DCGM_FI_DEV_GPU_UTIL{{namespace={quote(ns)},"
+                   f"pod=~{quote(any_of(names))}}})")
+            adapter_url = f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/gpu_utilization_p90"
+            form = {"query": raw}
+            if args.backend == "victoriametrics":
+                form["nocache"] = "1"
+            a_times, r_times = [], []
+            for i in range(args.requests + 20):
+                t0 = time.perf_counter()
+                ra = client.get(adapter_url, params={"labelSelector": "app=bench"})
+                t1 = time.perf_counter()
+                rr = client.post(f"{backend.url}/api/v1/query", data={**form, "time": f"{time.time():.3f}"})
+                t2 = time.perf_counter()
+                assert ra.status_code == 200 and len(ra.json()["items"]) == n, ra.text[:300]
+                assert rr.status_code == 200 and len(rr.json()["data"]["result"]) == n
+                if i >= 20:  # warm-up: connections, caches
+                    a_times.append((t1 - t0) * 1000)
+                    r_times.append((t2 - t1) * 1000)
+            rows.append((n, statistics.median(a_times), pct(a_times, 99), statistics.median(r_times),
+                         pct(r_times, 99)))
+    finally:
+        adapter.terminate()
+        adapter.wait(10)
+        backend.close()
+
+    print(f"\n`{' '.join(['python', 'benchmarks/latency.py', *sys.argv[1:]])}` "
+          f"({args.backend}, {args.requests} requests per size, sequential, loopback)\n")
+    print("| pods × 8 GPUs | adapter p50 ms | adapter p99 ms | raw PromQL p50 ms | raw p99 ms | p50 ratio | p99 ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n, ap50, ap99, rp50, rp99 in rows:
+        print(f"| {n} | {ap50:.1f} | {ap99:.1f} | {rp50:.1f} | {rp99:.1f} | {ap50 / rp50:.2f} | {ap99 / rp99:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
