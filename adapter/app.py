@@ -23,6 +23,7 @@ from adapter.query.client import PromClient
 from adapter.routes import custom_metrics, system
 from adapter.routes.http import plain_not_found
 from adapter.settings import Settings
+from adapter.workloads import ForecastService
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
@@ -57,14 +58,22 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
                                 max_concurrency=settings.max_upstream_concurrency)
             pods = pod_source or make_pod_source(settings, client, clock)
             await pods.start()
+            forecasts = None
+            if settings.catalog.forecast is not None:
+                forecasts = ForecastService(settings.catalog.forecast, settings.catalog, client, clock,
+                                            tick_s=settings.forecast_tick_s)
+                forecasts.start()
             try:
-                prov = PrometheusProvider(settings.catalog, client, pods, clock)
+                prov = PrometheusProvider(settings.catalog, client, pods, clock, forecasts)
+                app.state.forecasts = forecasts
                 app.state.provider = prov
                 app.state.client = client
                 app.state.pod_source = pods
                 app.state.storage = Storage(prov)
                 yield
             finally:
+                if forecasts is not None:
+                    await forecasts.close()
                 await pods.close()
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)

@@ -77,6 +77,30 @@ class CompositeDef:
     objects: Combine
 
 
+BOOSTED_SUFFIX = "_boosted"
+FORECAST_METRIC = "llm_load_forecast"
+BOOST_METRIC = "llm_load_boost"
+
+
+@dataclass(frozen=True)
+class ForecastDef:
+    """The forecast-boosted composite: ``<base>_boosted = base × clamp(peak forecast / current load, 1, max)``."""
+
+    base: str                      # the composite that gets boosted
+    load: MetricDef                # the workload's load (request rate), summed over its pods
+    step_s: float = 300.0
+    history_points: int = 120
+    horizon_steps: int = 6
+    model: str = "ses"
+    max_boost: float = 3.0
+    forget_after_s: float = 3600.0
+    workloads: tuple[tuple[str, str], ...] = ()   # (namespace, deployment) always forecast
+
+    @property
+    def boosted(self) -> str:
+        return self.base + BOOSTED_SUFFIX
+
+
 @dataclass(frozen=True)
 class Catalog:
     layouts: tuple[Layout, ...]
@@ -84,9 +108,16 @@ class Catalog:
     metrics: dict[str, MetricDef]
     composites: dict[str, CompositeDef]
     cache_ttl_seconds: float = 0.0
+    forecast: ForecastDef | None = None
 
     def names(self) -> list[str]:
         return sorted([*self.metrics, *self.composites])
+
+    def forecast_names(self) -> list[str]:
+        """Metrics that exist only with a forecast section: boosted composite, forecast, boost."""
+        if self.forecast is None:
+            return []
+        return [self.forecast.boosted, FORECAST_METRIC, BOOST_METRIC]
 
     @property
     def pod_labels(self) -> tuple[str, ...]:
@@ -109,6 +140,7 @@ class Settings:
     kubeconfig: str | None = None
     query_timeout_s: float = 5.0
     max_upstream_concurrency: int = 32
+    forecast_tick_s: float = 5.0   # how often the background loop looks for workloads due a refit
 
 
 def _require(cond: bool, where: str, msg: str) -> None:
@@ -183,10 +215,53 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
                         objects=objects)  # type: ignore[arg-type]
 
 
+def _parse_forecast(raw: Any, composites: dict[str, CompositeDef]) -> ForecastDef:
+    from adapter.forecast.registry import AUTO, MODELS  # the registry is small; imported only to validate
+
+    where = "forecast"
+    entry = _mapping(raw, where)
+    known = {"base", "load_query", "window", "step", "history_points", "horizon_steps", "model", "max_boost",
+             "forget_after", "workloads"}
+    unknown = set(entry) - known
+    _require(not unknown, where, f"unknown keys {sorted(unknown)}")
+    base = _str(entry, "base", where)
+    _require(base in composites, f"{where}.base", f"{base!r} is not a composite of this catalog")
+    load = _parse_metric("forecast_load", {"query": _str(entry, "load_query", where), "window": entry.get("window"),
+                                           "reduce": "sum", "objects": "sum"})
+    durations = {}
+    for key, default in (("step", "5m"), ("forget_after", "1h")):
+        text = entry.get(key, default)
+        try:
+            durations[key] = duration_seconds(str(text))
+        except ValueError as exc:
+            raise ConfigError(f"{where}.{key}: {exc}") from None
+        _require(durations[key] > 0, f"{where}.{key}", "must be > 0")
+    ints = {}
+    for key, default, low in (("history_points", 120, 10), ("horizon_steps", 6, 1)):
+        value = entry.get(key, default)
+        _require(isinstance(value, int) and not isinstance(value, bool) and value >= low, f"{where}.{key}",
+                 f"an integer >= {low}")
+        ints[key] = int(value)
+    model = str(entry.get("model", "ses"))
+    _require(model == AUTO or model in MODELS, f"{where}.model",
+             f"{model!r} is not one of {sorted([*MODELS, AUTO])}")
+    max_boost = entry.get("max_boost", 3.0)
+    _require(isinstance(max_boost, (int, float)) and not isinstance(max_boost, bool) and max_boost >= 1,
+             f"{where}.max_boost", "a number >= 1")
+    workloads = []
+    for i, w in enumerate(entry.get("workloads") or []):
+        ww = _mapping(w, f"{where}.workloads[{i}]")
+        workloads.append((_str(ww, "namespace", f"{where}.workloads[{i}]"),
+                          _str(ww, "deployment", f"{where}.workloads[{i}]")))
+    return ForecastDef(base=base, load=load, step_s=durations["step"], history_points=ints["history_points"],
+                       horizon_steps=ints["horizon_steps"], model=model, max_boost=float(max_boost),
+                       forget_after_s=durations["forget_after"], workloads=tuple(workloads))
+
+
 def parse_catalog(doc: Any) -> Catalog:
     """Validate a catalog document (the parsed YAML). Raises ConfigError naming the bad entry."""
     root = _mapping(doc, "catalog")
-    unknown = set(root) - {"layouts", "gpu_labels", "metrics", "composites", "cache_ttl_seconds"}
+    unknown = set(root) - {"layouts", "gpu_labels", "metrics", "composites", "cache_ttl_seconds", "forecast"}
     _require(not unknown, "catalog", f"unknown keys {sorted(unknown)}")
     raw_layouts = root.get("layouts")
     _require(isinstance(raw_layouts, list) and len(raw_layouts) > 0, "layouts", "required, a non-empty list")
@@ -208,8 +283,13 @@ def parse_catalog(doc: Any) -> Catalog:
     ttl = root.get("cache_ttl_seconds", 0)
     _require(isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0, "cache_ttl_seconds",
              "a number >= 0")
-    return Catalog(layouts=tuple(layouts), gpu_labels=tuple(gpu_labels), metrics=metrics,
-                   composites=composites, cache_ttl_seconds=float(ttl))
+    forecast = _parse_forecast(root["forecast"], composites) if root.get("forecast") else None
+    catalog = Catalog(layouts=tuple(layouts), gpu_labels=tuple(gpu_labels), metrics=metrics,
+                      composites=composites, cache_ttl_seconds=float(ttl), forecast=forecast)
+    names = catalog.names()
+    for extra in catalog.forecast_names():
+        _require(extra not in names, "forecast", f"{extra!r} is also the name of a metric or composite")
+    return catalog
 
 
 def load_catalog(path: str | Path | None) -> Catalog:

@@ -3,7 +3,9 @@
 Behaviour follows kubernetes/apimachinery ``pkg/labels/selector.go`` (lexer, parser, ``NewRequirement``,
 ``Requirement.Matches``, ``String``), the label key/value rules of ``pkg/util/validation/validation.go``
 (``IsQualifiedName``, ``IsValidLabelValue``, ``IsDNS1123Subdomain``) and ``ParseToLabelSelector`` in
-``pkg/apis/meta/v1/helpers.go``. Error messages are the ones kubectl v1.32 prints for the same input.
+``pkg/apis/meta/v1/helpers.go``. Error messages are the ones kubectl v1.32 prints for the same input (newer
+apimachinery words two of them differently: "a valid label key" for "a qualified name", "bytes" for
+"characters").
 
 Deliberate differences from upstream, each stricter or semantics-preserving:
 

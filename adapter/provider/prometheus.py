@@ -19,7 +19,8 @@ from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_no
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, render, selector_matchers
 from adapter.query.results import Sample
-from adapter.settings import Catalog, Combine
+from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine
+from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 # resource → (kind, describedObject.apiVersion, namespaced). "/v1" for core objects is what the upstream
 # helper helpers.ReferenceFor emits (custom-metrics-apiserver pkg/provider/helpers/helpers.go).
@@ -45,22 +46,37 @@ class PrometheusProvider:
     """MetricsProvider over a PromClient, a PodSource and the catalog."""
 
     def __init__(self, catalog: Catalog, client: PromClient, pods: PodSource,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, forecasts: ForecastService | None = None) -> None:
         self.catalog = catalog
         self.client = client
         self.pods = pods
         self.clock = clock
+        self.forecasts = forecasts
+        # Forecast metrics and the resources they are served for (a forecast is about a workload).
+        self._forecast_resources: dict[str, tuple[str, ...]] = {}
+        if catalog.forecast is not None and forecasts is not None:
+            self._forecast_resources = {catalog.forecast.boosted: ("pods", "deployments.apps"),
+                                        FORECAST_METRIC: ("deployments.apps",),
+                                        BOOST_METRIC: ("deployments.apps",)}
 
     # -- discovery ---------------------------------------------------------------------------------
     def list_all_metrics(self) -> list[MetricInfo]:
-        return [MetricInfo(resource, name, namespaced)
-                for name in self.catalog.names()
-                for resource, (_, _, namespaced) in RESOURCES.items()]
+        infos = [MetricInfo(resource, name, namespaced)
+                 for name in self.catalog.names()
+                 for resource, (_, _, namespaced) in RESOURCES.items()]
+        infos += [MetricInfo(resource, name, RESOURCES[resource][2])
+                  for name, resources in self._forecast_resources.items() for resource in resources]
+        return infos
 
-    def knows(self, metric: str) -> bool:
+    def knows(self, metric: str, resource: str | None = None) -> bool:
+        if metric in self._forecast_resources:
+            return resource is None or resource in self._forecast_resources[metric]
         return metric in self.catalog.metrics or metric in self.catalog.composites
 
     def window_s(self, metric: str) -> int | None:
+        if metric in self._forecast_resources:
+            assert self.catalog.forecast is not None
+            return self.window_s(self.catalog.forecast.base) if metric == self.catalog.forecast.boosted else None
         if metric in self.catalog.metrics:
             return self.catalog.metrics[metric].window_seconds
         windows = [self.catalog.metrics[t.metric].window_seconds for t in self.catalog.composites[metric].terms]
@@ -68,6 +84,8 @@ class PrometheusProvider:
         return max(present) if present else None
 
     def _combine_rule(self, metric: str) -> Combine:
+        if self.catalog.forecast is not None and metric == self.catalog.forecast.boosted:
+            metric = self.catalog.forecast.base
         if metric in self.catalog.metrics:
             return self.catalog.metrics[metric].objects
         return self.catalog.composites[metric].objects
@@ -101,7 +119,7 @@ class PrometheusProvider:
 
     async def get_metric_by_selector(self, namespace: str, selector: Selector, info: MetricInfo,
                                      metric_selector: Selector) -> list[MetricSample]:
-        if not self.knows(info.metric) or info.resource not in RESOURCES:
+        if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
             raise metric_not_found(info)
         selector_matchers(metric_selector)  # a selector PromQL cannot express is a 400 even with no pods
         if info.resource != "pods":
@@ -110,10 +128,43 @@ class PrometheusProvider:
         pods = await self.pods.pods_for_selector(namespace, selector)
         if not pods:
             return []
-        reading = await self.read(info.metric, Scope(namespace, tuple(pods)), metric_selector)
-        return [self._sample(ObjectRef("Pod", "/v1", pod, namespace), info.metric, reading.values[pod],
-                             metric_selector)
+        boost = self._boost(key_for_pods(namespace, pods), info.metric)
+        reading = await self.read(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
+        return [self._sample(ObjectRef("Pod", "/v1", pod, namespace), info.metric,
+                             _times(reading.values[pod], boost), metric_selector)
                 for pod in pods if pod in reading.values]
+
+    # -- forecast ----------------------------------------------------------------------------------
+    def _base(self, metric: str) -> str:
+        """The catalog metric read from the backend for ``metric`` (the boosted one reads its base)."""
+        if self.catalog.forecast is not None and metric == self.catalog.forecast.boosted:
+            return self.catalog.forecast.base
+        return metric
+
+    def _boost(self, key: WorkloadKey, metric: str) -> float:
+        if self.forecasts is None or self.catalog.forecast is None or metric != self.catalog.forecast.boosted:
+            return 1.0
+        self.forecasts.touch(key)
+        return self.forecasts.boost(key)[0]
+
+    def _forecast_sample(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
+        """llm_load_forecast / llm_load_boost of a Deployment, from memory (never waits for a fit)."""
+        assert self.forecasts is not None and obj.namespace is not None
+        key = WorkloadKey(obj.namespace, (obj.name,))
+        self.forecasts.touch(key)
+        state = self.forecasts.state(key)
+        if info.metric == FORECAST_METRIC:
+            if state is None or state.peak is None:
+                why = "forecast pending" if state is None else f"no forecast: {state.reason}"
+                raise NotFound(f"the server could not find the metric {info.metric} for {info.resource} "
+                               f"{obj.name}: {why}")
+            value = state.peak
+        else:
+            if state is None:
+                raise NotFound(f"the server could not find the metric {info.metric} for {info.resource} "
+                               f"{obj.name}: forecast pending")
+            value = self.forecasts.boost(key)[0]
+        return self._sample(obj, info.metric, PodValue(value, state.step_ts, 1), metric_selector)
 
     async def object_scope(self, obj: ObjectRef, resource: str) -> Scope:
         """The pods behind a named object."""
@@ -127,18 +178,29 @@ class PrometheusProvider:
 
     async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo,
                                  metric_selector: Selector) -> MetricSample:
-        if not self.knows(info.metric) or info.resource not in RESOURCES:
+        if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
             raise metric_not_found(info, obj.name)
         selector_matchers(metric_selector)
+        if info.metric in (FORECAST_METRIC, BOOST_METRIC):
+            return self._forecast_sample(obj, info, metric_selector)
         scope = await self.object_scope(obj, info.resource)
         if scope.pods is not None and not scope.pods:
             raise metric_not_found(info, obj.name, metric_selector)
-        reading = await self.read(info.metric, scope, metric_selector)
+        boost = 1.0
+        if info.resource == "pods":
+            boost = self._boost(key_for_pods(scope.namespace, [obj.name]), info.metric)
+        elif info.resource == "deployments.apps":
+            boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), info.metric)
+        reading = await self.read(self._base(info.metric), scope, metric_selector)
         if not reading.values:
             raise metric_not_found(info, obj.name, metric_selector)
         if info.resource == "pods":
-            return self._sample(obj, info.metric, reading.values[obj.name], metric_selector)
+            return self._sample(obj, info.metric, _times(reading.values[obj.name], boost), metric_selector)
         values = list(reading.values.values())
         pv = PodValue(combine([v.value for v in values], self._combine_rule(info.metric)),
                       max(v.ts for v in values), len(values))
-        return self._sample(obj, info.metric, pv, metric_selector)
+        return self._sample(obj, info.metric, _times(pv, boost), metric_selector)
+
+
+def _times(pv: PodValue, boost: float) -> PodValue:
+    return pv if boost == 1.0 else PodValue(pv.value * boost, pv.ts, pv.series)

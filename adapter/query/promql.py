@@ -58,10 +58,19 @@ def any_of(values: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Scope:
-    """Which pods a query is about: all pods of ``namespace`` (pods=None) or exactly ``pods``."""
+    """Which pods a query is about: all pods of ``namespace`` (pods=None), exactly ``pods``, or the pods
+    whose names match ``pod_regex`` (built by ``deployment_pods_regex``, never from raw request text)."""
 
     namespace: str
     pods: tuple[str, ...] | None = None
+    pod_regex: str | None = None
+
+
+def deployment_pods_regex(deployments: Sequence[str]) -> str:
+    """Pods of these Deployments, past and present: Deployment pods are named
+    ``<deployment>-<pod-template-hash>-<suffix>`` (kube-controller-manager's ReplicaSet and pod name
+    generation), so the pattern keeps matching across rollouts and pod churn."""
+    return f"(?:{any_of(deployments)})-[a-z0-9]+-[a-z0-9]+"
 
 
 def selector_matchers(selector: Selector, what: str = "metricLabelSelector") -> list[str]:
@@ -94,6 +103,8 @@ def selector_matchers(selector: Selector, what: str = "metricLabelSelector") -> 
 
 def _pod_match(scope: Scope) -> tuple[str, str]:
     """(operator, quoted operand) that selects the scope's pods by the pod label."""
+    if scope.pod_regex is not None:
+        return "=~", quote(scope.pod_regex)
     if scope.pods is None:
         return "!=", '""'
     if len(scope.pods) == 1:

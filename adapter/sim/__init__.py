@@ -1,0 +1,1 @@
+"""A simulated LLM serving fleet: the real request trace (``trace``), a GPU/vLLM pod model (``fleet``)."""

@@ -1,0 +1,237 @@
+"""The real LLM request-rate trace (ServeGen m-mid, 14 days) as a scaled, gap-aware rate source.
+
+``load_trace`` reads either shared CSV (10-minute native or 1-minute grid) into a ``RateTrace``;
+``ScaledTrace`` answers "what is the arrival rate at simulated second t" with step interpolation, the
+trace rescaled so its peak matches a fleet's capacity; ``TraceClock`` maps wall time to simulated time
+with a compression factor. Everything here is pure apart from ``load_trace`` reading its file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+TRACE_FILE_10MIN = "servegen_language_m_mid_10min.csv"
+# The shared data README calls windows below ~20 % of the median "suspect": they sit next to collection
+# gaps and hold only a few clients' traffic, so they would read as a false collapse of load.
+DEFAULT_SUSPECT_FRACTION = 0.2
+
+
+class RateStatus(StrEnum):
+    """Where a rate came from: the window itself, or a held value standing in for a bad window."""
+
+    OK = "ok"
+    GAP = "gap"  # no data at all for the window (collection gap, not zero load)
+    SUSPECT = "suspect"  # data present but implausibly low (partial window next to a gap)
+
+
+@dataclass(frozen=True)
+class RateTrace:
+    """A request-rate series on a regular grid.
+
+    ``rates[i]`` is the arrival rate (req/s) over ``[start_s + i*step_s, start_s + (i+1)*step_s)``; NaN
+    where the source has a gap. ``suspect[i]`` marks windows with data that should not be trusted.
+    """
+
+    step_s: float
+    rates: npt.NDArray[np.float64]
+    suspect: npt.NDArray[np.bool_]
+    start_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.step_s <= 0:
+            raise ValueError(f"step_s must be positive, got {self.step_s}")
+        if self.rates.ndim != 1 or self.rates.shape != self.suspect.shape:
+            raise ValueError("rates and suspect must be 1-D arrays of the same length")
+        if not np.any(self.good_mask):
+            raise ValueError("the trace has no usable window (all gaps or suspect)")
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the whole trace in seconds."""
+        return float(self.step_s * len(self.rates))
+
+    @property
+    def gap_mask(self) -> npt.NDArray[np.bool_]:
+        """True where the window has no data."""
+        return np.isnan(self.rates)
+
+    @property
+    def good_mask(self) -> npt.NDArray[np.bool_]:
+        """True where the window's own value is used (neither a gap nor suspect)."""
+        return ~self.gap_mask & ~self.suspect
+
+    @property
+    def peak(self) -> float:
+        """The largest trustworthy window rate (req/s)."""
+        return float(np.max(self.rates[self.good_mask]))
+
+
+def load_trace(path: str | Path, *, suspect_fraction: float = DEFAULT_SUSPECT_FRACTION) -> RateTrace:
+    """Read a shared ServeGen CSV into a ``RateTrace``.
+
+    Accepts the 10-minute file (columns ``window_start_s, rate_rps, gap``) and the 1-minute file
+    (``minute_index, requests, gap``; rate = requests / 60). Gap rows become NaN. Windows whose rate is
+    below ``suspect_fraction`` x the median of non-gap windows are flagged suspect (0 disables this).
+    Raises ``ValueError`` for an unknown column layout or an irregular time grid.
+    """
+    frame = pd.read_csv(path)
+    columns = set(frame.columns)
+    if {"window_start_s", "rate_rps", "gap"} <= columns:
+        starts = frame["window_start_s"].to_numpy(dtype=np.float64)
+        rates = frame["rate_rps"].to_numpy(dtype=np.float64)
+    elif {"minute_index", "requests", "gap"} <= columns:
+        starts = frame["minute_index"].to_numpy(dtype=np.float64) * 60.0
+        rates = frame["requests"].to_numpy(dtype=np.float64) / 60.0
+    else:
+        raise ValueError(f"{path}: unknown trace layout, columns {sorted(columns)}")
+    if len(starts) < 2:
+        raise ValueError(f"{path}: need at least two windows")
+    steps = np.diff(starts)
+    step = float(steps[0])
+    if step <= 0 or not np.allclose(steps, step):
+        raise ValueError(f"{path}: windows are not on a regular grid")
+    # The gap flag wins over whatever the rate column holds: a gap is "no data", never zero load.
+    rates = np.where(frame["gap"].to_numpy() != 0, np.nan, rates)
+    known = rates[~np.isnan(rates)]
+    median = float(np.median(known)) if known.size else math.nan
+    with np.errstate(invalid="ignore"):
+        suspect = ~np.isnan(rates) & (rates < suspect_fraction * median)
+    return RateTrace(step_s=step, rates=rates, suspect=suspect, start_s=float(starts[0]))
+
+
+def default_trace_path(repo_root: Path | None = None) -> Path | None:
+    """Where the shared 10-minute trace lives, or None if it is not on this machine.
+
+    Looks in ``../shared/data/traces`` beside the repository (how the work tree and CI lay it out),
+    then ``data/traces`` inside the repository. Checked at call time, never at import.
+    """
+    root = repo_root if repo_root is not None else Path(__file__).resolve().parents[2]
+    for candidate in (
+        root.parent / "shared" / "data" / "traces" / TRACE_FILE_10MIN,
+        root / "data" / "traces" / TRACE_FILE_10MIN,
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def synthetic_trace(*, days: int = 2, step_s: float = 600.0) -> RateTrace:
+    """A smooth diurnal stand-in (trough 40 % of peak at 04:00, peak at 16:00) for when the CSV is absent."""
+    t = np.arange(int(days * 86400 / step_s), dtype=np.float64) * step_s
+    rates = 0.7 + 0.3 * np.cos(2.0 * np.pi * (t - 16 * 3600.0) / 86400.0)
+    return RateTrace(step_s=step_s, rates=rates, suspect=np.zeros(rates.shape, dtype=np.bool_))
+
+
+@dataclass(frozen=True)
+class RateSample:
+    """The arrival rate at one instant and where it came from.
+
+    ``rate`` is always finite. ``status`` is OK when the window's own value was used; for a gap or a
+    suspect window ``rate`` is the last good value before it (or the first good one after it, at the
+    start of the trace) and ``raw`` is the window's own (scaled) value, NaN for a gap.
+    """
+
+    sim_time_s: float
+    rate: float
+    status: RateStatus
+    raw: float
+    window: int
+
+    @property
+    def held(self) -> bool:
+        """True when ``rate`` is a held value rather than the window's own."""
+        return self.status is not RateStatus.OK
+
+
+class ScaledTrace:
+    """A ``RateTrace`` rescaled so its peak equals ``peak_rps``, sampled by step interpolation.
+
+    Simulated time wraps around at the end of the trace so a demo can run for ever; time before the
+    trace start is an error.
+    """
+
+    def __init__(self, trace: RateTrace, *, peak_rps: float) -> None:
+        if not peak_rps > 0:
+            raise ValueError(f"peak_rps must be positive, got {peak_rps}")
+        self.trace = trace
+        self.peak_rps = float(peak_rps)
+        self.scale = self.peak_rps / trace.peak
+        self._raw = trace.rates * self.scale
+        self._status = np.where(trace.gap_mask, 1, np.where(trace.suspect, 2, 0)).astype(np.int8)
+        self._filled = _hold_last_good(self._raw, trace.good_mask)
+
+    @classmethod
+    def for_fleet(
+        cls, trace: RateTrace, *, replicas: int, capacity_rps: float, load: float = 1.0
+    ) -> ScaledTrace:
+        """Scale so the trace peak is ``load`` x ``replicas`` x ``capacity_rps`` (1.0: the peak fills it)."""
+        return cls(trace, peak_rps=load * replicas * capacity_rps)
+
+    def window_at(self, sim_time_s: float) -> int:
+        """Index of the window that covers ``sim_time_s`` (after wrapping)."""
+        offset = sim_time_s - self.trace.start_s
+        if offset < 0:
+            raise ValueError(f"simulated time {sim_time_s} is before the trace start {self.trace.start_s}")
+        offset = math.fmod(offset, self.trace.duration_s)
+        return min(int(offset // self.trace.step_s), len(self._raw) - 1)
+
+    def rate_at(self, sim_time_s: float) -> RateSample:
+        """The (scaled) arrival rate at ``sim_time_s``; never NaN, held values are flagged."""
+        i = self.window_at(sim_time_s)
+        status = (RateStatus.OK, RateStatus.GAP, RateStatus.SUSPECT)[int(self._status[i])]
+        return RateSample(
+            sim_time_s=sim_time_s,
+            rate=float(self._filled[i]),
+            status=status,
+            raw=float(self._raw[i]),
+            window=i,
+        )
+
+
+def _hold_last_good(values: npt.NDArray[np.float64], good: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    """Forward-fill bad entries with the last good value; leading bad entries take the first good one."""
+    index = np.where(good, np.arange(len(values)), -1)
+    last_good = np.maximum.accumulate(index)
+    first_good = int(np.argmax(good))
+    last_good[last_good < 0] = first_good
+    filled: npt.NDArray[np.float64] = values[last_good]
+    return filled
+
+
+@dataclass(frozen=True)
+class TraceClock:
+    """Maps wall-clock seconds to simulated trace seconds: ``sim = sim_start + (wall - wall_start) * speed``.
+
+    ``speed`` is the compression factor (simulated seconds per wall second; 288 plays a day in 5 minutes).
+    Pure: the caller supplies wall times (e.g. from ``time.monotonic()``).
+    """
+
+    wall_start: float
+    speed: float
+    sim_start: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.speed > 0:
+            raise ValueError(f"speed must be positive, got {self.speed}")
+
+    def sim_time(self, wall: float) -> float:
+        """Simulated time at wall time ``wall``."""
+        return self.sim_start + (wall - self.wall_start) * self.speed
+
+    def wall_time(self, sim: float) -> float:
+        """Wall time at which the simulation reaches ``sim``."""
+        return self.wall_start + (sim - self.sim_start) / self.speed
+
+
+def format_sim_time(sim_time_s: float) -> str:
+    """``day D HH:MM`` for a simulated time counted from 00:00 of day 0."""
+    total_min = int(sim_time_s // 60)
+    day, minute_of_day = divmod(total_min, 24 * 60)
+    return f"day {day} {minute_of_day // 60:02d}:{minute_of_day % 60:02d}"

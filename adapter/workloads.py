@@ -1,0 +1,256 @@
+"""Workloads and their load forecasts: refit in the background, served from memory.
+
+A workload is a Deployment (or the Deployments behind an HPA's pod selector), known from the requests the
+HPA makes and from the catalog, and forgotten after ``forget_after_s`` without a request. Once per new step
+(default 5 min) the service pulls the workload's load history from the backend (one range query), fits the
+model off the event loop, and keeps the latest ``ForecastState``. Requests only read that state: they never
+wait for a fit. Every doubt degrades the boost to exactly 1 with a reason (README: "Forecast").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adapter.api.selectors import EVERYTHING
+from adapter.errors import AdapterError
+from adapter.forecast.base import ForecastError
+from adapter.forecast.boost import boost_factor
+from adapter.forecast.registry import AUTO, get_model
+from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS, select_model
+from adapter.query.client import PromClient
+from adapter.query.promql import Scope, deployment_pods_regex, render
+from adapter.settings import Catalog, ForecastDef
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKey:
+    """A namespace and the Deployments whose pods make up the workload (sorted)."""
+
+    namespace: str
+    deployments: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{','.join(self.deployments)}"
+
+
+def deployment_of(pod: str) -> str:
+    """The Deployment a pod name belongs to (``<deployment>-<hash>-<suffix>``); the name itself otherwise."""
+    parts = pod.rsplit("-", 2)
+    return parts[0] if len(parts) == 3 and parts[0] else pod
+
+
+def key_for_pods(namespace: str, pods: Iterable[str]) -> WorkloadKey:
+    return WorkloadKey(namespace, tuple(sorted({deployment_of(p) for p in pods})))
+
+
+@dataclass(frozen=True)
+class ForecastState:
+    """The latest forecast of a workload. ``reason`` is "ok" or why the boost is 1."""
+
+    step_ts: float                 # end of the history the fit used (aligned to the step)
+    current: float                 # the latest finite load point (requests/s), NaN if none
+    forecast: np.ndarray | None    # horizon_steps values, or None when degraded
+    model: str
+    reason: str
+    boost: float
+    fit_seconds: float = 0.0
+
+    @property
+    def peak(self) -> float | None:
+        return float(self.forecast.max()) if self.forecast is not None and self.forecast.size else None
+
+
+@dataclass
+class _Workload:
+    last_seen: float
+    state: ForecastState | None = None
+    fitting: bool = False
+    failures: int = field(default=0)
+
+
+def fit_history(values: np.ndarray, *, step_ts: float, spec: ForecastDef) -> ForecastState:
+    """Fit the catalog's model to a history ending at ``step_ts`` and compute the boost (pure, CPU-bound)."""
+    started = time.perf_counter()
+    finite = values[np.isfinite(values)]
+    current = float(finite[-1]) if finite.size else math.nan
+    start_ts = step_ts - (values.size - 1) * spec.step_s
+    model_name = spec.model
+    try:
+        if spec.model == AUTO:
+            model_name = select_model(values, step_s=spec.step_s, start_ts=start_ts,
+                                      horizon_steps=spec.horizon_steps,
+                                      history_points=spec.history_points).model
+        model = get_model(model_name)
+        forecast = model.fit(values, step_s=spec.step_s, start_ts=start_ts).forecast(spec.horizon_steps)
+    except ForecastError as exc:
+        return ForecastState(step_ts, current, None, model_name, exc.reason, 1.0,
+                             time.perf_counter() - started)
+    except Exception as exc:  # a numerics library failing in a way we did not foresee: degrade, log
+        log.warning("forecast fit failed with %s: %s", type(exc).__name__, exc)
+        return ForecastState(step_ts, current, None, model_name, "fit_failed", 1.0, time.perf_counter() - started)
+    boost, reason = boost_factor(current, forecast, spec.max_boost)
+    return ForecastState(step_ts, current, forecast if reason == "ok" else None, model_name, reason, boost,
+                         time.perf_counter() - started)
+
+
+def sum_over_pods(series_ts: list[tuple[tuple[float, ...], tuple[float, ...]]], grid: np.ndarray) -> np.ndarray:
+    """Sum per-pod range series onto ``grid``; a step where no pod has a finite point is a gap (NaN), never 0."""
+    total = np.zeros(grid.size)
+    seen = np.zeros(grid.size, dtype=bool)
+    index = {float(t): i for i, t in enumerate(grid)}
+    for ts, values in series_ts:
+        for t, v in zip(ts, values, strict=True):
+            i = index.get(float(t))
+            if i is not None and math.isfinite(v):
+                total[i] += v
+                seen[i] = True
+    total[~seen] = np.nan
+    return total
+
+
+class ForecastService:
+    """Keeps one ForecastState per known workload, refreshed once per step in the background."""
+
+    def __init__(self, spec: ForecastDef, catalog: Catalog, client: PromClient,
+                 clock: Callable[[], float] = time.time, executor: Executor | None = None,
+                 tick_s: float = 5.0) -> None:
+        self.spec = spec
+        self.catalog = catalog
+        self.client = client
+        self.clock = clock
+        self.tick_s = tick_s
+        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
+        self._owns_executor = executor is None
+        self._workloads: dict[WorkloadKey, _Workload] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self.loop_failures = 0
+        for ns, dep in spec.workloads:
+            self._workloads[WorkloadKey(ns, (dep,))] = _Workload(last_seen=math.inf)
+
+    # -- what requests use (memory only) ------------------------------------------------------------
+    def touch(self, key: WorkloadKey) -> None:
+        """Note that the HPA asked about ``key``; a new workload gets its first fit right away."""
+        w = self._workloads.get(key)
+        if w is None:
+            self._workloads[key] = _Workload(last_seen=self.clock())
+            self._wake.set()
+        elif w.last_seen != math.inf:
+            w.last_seen = self.clock()
+
+    def state(self, key: WorkloadKey) -> ForecastState | None:
+        w = self._workloads.get(key)
+        return w.state if w else None
+
+    def boost(self, key: WorkloadKey) -> tuple[float, str]:
+        """(boost, reason) to apply now: 1 unless a fresh, healthy forecast exists."""
+        st = self.state(key)
+        if st is None:
+            return 1.0, "pending"
+        if self.clock() - st.step_ts > 2 * self.spec.step_s + self.spec.step_s:
+            # The forecast was issued more than two steps before the current one: stale.
+            return 1.0, "stale"
+        return st.boost, st.reason
+
+    def workloads(self) -> dict[WorkloadKey, ForecastState | None]:
+        return {k: w.state for k, w in self._workloads.items()}
+
+    # -- background ---------------------------------------------------------------------------------
+    def current_step(self) -> float:
+        return math.floor(self.clock() / self.spec.step_s) * self.spec.step_s
+
+    def points_needed(self) -> int:
+        """History length to pull: the catalog's ``history_points``, or more for models that need whole
+        days (a daily cycle) or, with ``auto``, enough for the selection's rolling origins too."""
+        spec = self.spec
+        if spec.model != AUTO:
+            return get_model(spec.model).history_points(spec.step_s, spec.history_points)
+        lookback = max(get_model(n).history_points(spec.step_s, spec.history_points) for n in DEFAULT_CANDIDATES)
+        return lookback + DEFAULT_SELECT_ORIGINS + spec.horizon_steps
+
+    async def history(self, key: WorkloadKey, end: float) -> np.ndarray:
+        """The workload's load on the step grid ending at ``end`` (one range query, summed over pods)."""
+        spec = self.spec
+        points = self.points_needed()
+        start = end - (points - 1) * spec.step_s
+        scope = Scope(key.namespace, pod_regex=deployment_pods_regex(key.deployments))
+        query = render(spec.load, self.catalog, scope, EVERYTHING)
+        series = await self.client.query_range(query, start, end, spec.step_s)
+        grid = start + np.arange(points) * spec.step_s
+        return sum_over_pods([(s.ts, s.values) for s in series], grid)
+
+    async def refresh(self, key: WorkloadKey) -> ForecastState | None:
+        """Pull history and refit one workload now (the loop calls this once per step per workload)."""
+        w = self._workloads.get(key)
+        if w is None or w.fitting:
+            return None
+        w.fitting = True
+        try:
+            step_ts = self.current_step()
+            try:
+                values = await self.history(key, step_ts)
+            except AdapterError as exc:
+                w.failures += 1
+                log.warning("forecast history for %s unavailable: %s", key, exc.message)
+                return w.state
+            loop = asyncio.get_running_loop()
+            state = await loop.run_in_executor(self._executor,
+                                               lambda: fit_history(values, step_ts=step_ts, spec=self.spec))
+            if w.state is None or w.state.reason != state.reason:
+                log.info("forecast %s: model=%s reason=%s boost=%.3f", key, state.model, state.reason,
+                         state.boost)
+            w.state = state
+            return state
+        finally:
+            w.fitting = False
+
+    def _due(self) -> list[WorkloadKey]:
+        now, step = self.clock(), self.current_step()
+        for key in [k for k, w in self._workloads.items() if now - w.last_seen > self.spec.forget_after_s]:
+            del self._workloads[key]
+        return [k for k, w in self._workloads.items()
+                if not w.fitting and (w.state is None or w.state.step_ts < step)]
+
+    async def refresh_due(self) -> None:
+        """Refit every workload whose forecast is older than the current step."""
+        due = self._due()
+        if due:
+            await asyncio.gather(*(self.refresh(k) for k in due))
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.refresh_due()
+            except Exception:  # guarded: a bug here must not kill forecasting for good
+                self.loop_failures += 1
+                log.exception("forecast refresh loop failed")
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.tick_s)
+            except TimeoutError:
+                pass
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="forecast-refresh")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if self._owns_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
