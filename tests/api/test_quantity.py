@@ -1,6 +1,6 @@
 """Tests for adapter.api.quantity against the protocol reference §2 (apimachinery resource.Quantity).
 
-Vectors come from /work/shared/reference/k8s-metrics-protocol.md §2.1-§2.3, which quotes
+Vectors come from ../shared/reference/k8s-metrics-protocol.md §2.1-§2.3, which quotes
 kubernetes/apimachinery pkg/api/resource/quantity_test.go and results of running that package. Property tests
 use ``fractions.Fraction`` as an independent exact oracle.
 """
