@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from adapter.api.storage import Storage
+from adapter.auth.middleware import AuthMiddleware
+from adapter.auth.setup import Security
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricsProvider
 from adapter.provider.prometheus import PrometheusProvider
@@ -40,11 +42,23 @@ def make_pod_source(settings: Settings, client: PromClient, clock: Callable[[], 
 
 def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
                pod_source: PodSource | None = None, clock: Callable[[], float] = time.time,
-               transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
-    """Build the ASGI app. With ``provider`` given, no backend client is opened (unit tests)."""
+               transport: httpx.AsyncBaseTransport | None = None, security: Security | None = None) -> FastAPI:
+    """Build the ASGI app. With ``provider`` given, no backend client is opened (unit tests).
+    With ``security``, every request is authenticated and authorized first (adapter/auth)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if security is not None:
+            security.reloader.start()
+        try:
+            async with _components(app):
+                yield
+        finally:
+            if security is not None:
+                await security.reloader.close()
+
+    @contextlib.asynccontextmanager
+    async def _components(app: FastAPI) -> AsyncIterator[None]:
         if provider is not None:
             app.state.storage = Storage(provider)
             app.state.pod_source = pod_source
@@ -93,4 +107,7 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
 
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
+    if security is not None:
+        app.add_middleware(AuthMiddleware, authenticator=lambda: security.authenticator,
+                           authorizer=security.authorizer)
     return app

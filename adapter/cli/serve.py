@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from adapter.auth.setup import Security, SecurityOptions
+from adapter.auth.tls import TLSFiles
 from adapter.errors import ConfigError
 from adapter.settings import Settings, load_catalog
 
@@ -17,6 +19,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--bind", default="0.0.0.0:6443", help="HOST:PORT to listen on (default 0.0.0.0:6443)")
     p.add_argument("--insecure-plain-http", action="store_true",
                    help="serve plain HTTP without authentication: local use only")
+    tls = p.add_argument_group("TLS and authentication (HTTPS, the default)")
+    tls.add_argument("--tls-cert-file", help="serving certificate (PEM); reloaded when it changes")
+    tls.add_argument("--tls-private-key-file", help="its private key (PEM)")
+    tls.add_argument("--client-ca-file", help="CA for plain client certificates (user = CN, groups = O)")
+    tls.add_argument("--requestheader-client-ca-file",
+                     help="CA of the front proxy (kube-aggregator); default: from the cluster's "
+                          "kube-system/extension-apiserver-authentication ConfigMap")
+    tls.add_argument("--requestheader-allowed-names", default=None,
+                     help="comma-separated CNs allowed to assert X-Remote-* headers (empty: any CN of the CA)")
+    tls.add_argument("--requestheader-username-headers", default="X-Remote-User")
+    tls.add_argument("--requestheader-group-headers", default="X-Remote-Group")
+    tls.add_argument("--requestheader-extra-headers-prefix", default="X-Remote-Extra-")
+    tls.add_argument("--authentication-kubeconfig", "--authorization-kubeconfig", dest="auth_kubeconfig",
+                     help="kubeconfig for TokenReview/SubjectAccessReview (default: in-cluster)")
+    tls.add_argument("--authentication-skip-lookup", action="store_true",
+                     help="do not read kube-system/extension-apiserver-authentication")
+    tls.add_argument("--no-kubernetes-auth", action="store_true",
+                     help="no TokenReview/SubjectAccessReview: only system:masters and health paths (local use)")
     p.add_argument("--config", default=None, help="metric catalog YAML (default: the embedded catalog)")
     p.add_argument("--pod-source", choices=["auto", "kubernetes", "prometheus"], default="auto",
                    help="where pods behind a selector come from: the Kubernetes API, or kube-state-metrics "
@@ -42,18 +62,35 @@ def parse_bind(bind: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def security_from(args: argparse.Namespace) -> Security:
+    if not (args.tls_cert_file and args.tls_private_key_file):
+        raise ConfigError("HTTPS needs --tls-cert-file and --tls-private-key-file (make them with "
+                          "`python -m adapter certs`), or pass --insecure-plain-http for local plain HTTP")
+    use_cluster = not args.no_kubernetes_auth and bool(args.auth_kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+    opts = SecurityOptions(
+        tls=TLSFiles(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file,
+                     args.requestheader_client_ca_file),
+        allowed_names=None if args.requestheader_allowed_names is None else _csv(args.requestheader_allowed_names),
+        username_headers=_csv(args.requestheader_username_headers),
+        group_headers=_csv(args.requestheader_group_headers),
+        extra_prefixes=_csv(args.requestheader_extra_headers_prefix),
+        kubeconfig=args.auth_kubeconfig, use_cluster=use_cluster,
+        lookup_configmap=not args.authentication_skip_lookup)
+    return Security(opts)
+
+
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
+    from adapter.server import make_server
 
-    from adapter.app import create_app
-
-    if not args.insecure_plain_http:
-        raise ConfigError("TLS serving is not built yet in this version: pass --insecure-plain-http "
-                          "(plain HTTP, no authentication; for local use only)")
+    security = None if args.insecure_plain_http else security_from(args)
     host, port = parse_bind(args.bind)
     settings = Settings(prometheus_url=args.prometheus_url, backend=args.backend,
                         catalog=load_catalog(args.config),
                         pod_source=_pod_source(args.pod_source, args.kubeconfig),  # type: ignore[arg-type]
                         kubeconfig=args.kubeconfig, query_timeout_s=args.query_timeout)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, access_log=False)
+    make_server(settings, host=host, port=port, security=security, log_level=args.log_level).run()
     return 0

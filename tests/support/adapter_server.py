@@ -9,25 +9,23 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
-import uvicorn
 
-from adapter.app import create_app
+from adapter.auth.setup import Security
 from adapter.devservers import free_port
+from adapter.server import make_server
 from adapter.settings import Settings
 
 
 @contextmanager
 def running_adapter(settings: Settings, *, clock: Callable[[], float] = time.time,
-                    **app_kwargs: Any) -> Iterator[str]:
-    """Yield the base URL of a running adapter; shut it down (lifespan included) on exit."""
+                    security: Security | None = None, **app_kwargs: Any) -> Iterator[str]:
+    """Yield the base URL of a running adapter (https with ``security``); shut it down on exit."""
     port = free_port()
-    app = create_app(settings, clock=clock, **app_kwargs)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                            lifespan="on")
-    server = uvicorn.Server(config)
+    server = make_server(settings, host="127.0.0.1", port=port, security=security, clock=clock,
+                         log_level="warning", **app_kwargs)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if security else 'http'}://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:

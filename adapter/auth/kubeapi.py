@@ -1,0 +1,111 @@
+"""The Kubernetes side of delegated auth, through the official client: TokenReview, SubjectAccessReview,
+and the ``kube-system/extension-apiserver-authentication`` ConfigMap.
+
+The official client is synchronous: every call runs in a worker thread so the event loop never blocks.
+Its errors become ``UpstreamError`` here (a review that cannot be made is a 503, never an allow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from adapter.auth.authn import RequestHeaderConfig, load_pem_certs
+from adapter.auth.user import Attributes, UserInfo
+from adapter.errors import UpstreamError
+
+AUTH_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
+
+
+def api_client_from(kubeconfig: str | None) -> k8s.ApiClient:
+    """In-cluster when running in a pod (and no kubeconfig given), else the kubeconfig."""
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        cfg = k8s.Configuration()
+        k8s_config.load_incluster_config(client_configuration=cfg)
+        return k8s.ApiClient(cfg)
+    return k8s_config.new_client_from_config(config_file=kubeconfig)
+
+
+def _or_none(value: str) -> str | None:
+    return value or None  # Go omits empty attributes (omitempty); so do we
+
+
+def _strings(raw: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """ConfigMap list values are JSON arrays (requestheader_controller.go deserializeStrings)."""
+    if not raw:
+        return default
+    value = json.loads(raw)
+    return tuple(str(v) for v in value) if value else ()
+
+
+class KubeAuthAPI:
+    def __init__(self, api_client: k8s.ApiClient, timeout_s: float = 10.0) -> None:
+        self.api_client = api_client
+        self.timeout_s = timeout_s
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args, _request_timeout=self.timeout_s, **kwargs)
+        except ApiException as exc:
+            raise UpstreamError(f"kubernetes API answered {exc.status}: {exc.reason}") from None
+        except Exception as exc:  # connection errors from urllib3 and friends
+            raise UpstreamError(f"kubernetes API unreachable: {type(exc).__name__}") from None
+
+    async def review_token(self, token: str) -> UserInfo | None:
+        body = k8s.V1TokenReview(api_version="authentication.k8s.io/v1", kind="TokenReview",
+                                 spec=k8s.V1TokenReviewSpec(token=token))
+        result = await self._call(k8s.AuthenticationV1Api(self.api_client).create_token_review, body)
+        status = result.status
+        if status is None or not status.authenticated or status.user is None:
+            return None
+        u = status.user
+        extra = {k: tuple(v) for k, v in (u.extra or {}).items()}
+        return UserInfo(u.username or "", u.uid or "", tuple(u.groups or ()), extra)
+
+    async def review_access(self, attrs: Attributes) -> tuple[bool, str]:
+        user = attrs.user
+        spec = k8s.V1SubjectAccessReviewSpec(user=user.name, groups=list(user.groups) or None,
+                                             uid=_or_none(user.uid),
+                                             extra={k: list(v) for k, v in user.extra.items()} or None)
+        if attrs.resource_request:
+            spec.resource_attributes = k8s.V1ResourceAttributes(
+                namespace=_or_none(attrs.namespace), verb=attrs.verb, group=_or_none(attrs.group),
+                version=_or_none(attrs.version), resource=_or_none(attrs.resource),
+                subresource=_or_none(attrs.subresource), name=_or_none(attrs.name))
+        else:
+            spec.non_resource_attributes = k8s.V1NonResourceAttributes(path=attrs.path, verb=attrs.verb)
+        body = k8s.V1SubjectAccessReview(api_version="authorization.k8s.io/v1", kind="SubjectAccessReview",
+                                         spec=spec)
+        result = await self._call(k8s.AuthorizationV1Api(self.api_client).create_subject_access_review, body)
+        status = result.status
+        if status is None:
+            return False, ""
+        reason = status.reason or ""
+        if status.denied:  # denied wins, also over a contradictory allowed (webhook.go)
+            return False, reason
+        return bool(status.allowed), reason
+
+    async def request_header_config(self) -> tuple[RequestHeaderConfig | None, list[Any]]:
+        """(front-proxy config or None, client CAs) from the cluster's authentication ConfigMap."""
+        ns, name = AUTH_CONFIGMAP
+        cm = await self._call(k8s.CoreV1Api(self.api_client).read_namespaced_config_map, name, ns)
+        data = cm.data or {}
+        client_cas = load_pem_certs(data.get("client-ca-file", "").encode())
+        rh_pem = data.get("requestheader-client-ca-file", "")
+        if not rh_pem.strip():
+            return None, client_cas
+        cfg = RequestHeaderConfig(
+            client_cas=load_pem_certs(rh_pem.encode()),
+            allowed_names=_strings(data.get("requestheader-allowed-names"), ()),
+            username_headers=_strings(data.get("requestheader-username-headers"), ("X-Remote-User",)),
+            uid_headers=_strings(data.get("requestheader-uid-headers"), ("X-Remote-Uid",)),
+            group_headers=_strings(data.get("requestheader-group-headers"), ("X-Remote-Group",)),
+            extra_prefixes=_strings(data.get("requestheader-extra-headers-prefix"), ("X-Remote-Extra-",)),
+        )
+        return cfg, client_cas

@@ -1,0 +1,68 @@
+"""Who a request is from, and the attributes an authorizer decides on (kubernetes/apiserver semantics)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs
+
+AUTHENTICATED = "system:authenticated"
+MASTERS = "system:masters"
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """An authenticated user (apiserver ``user.Info``)."""
+
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def with_authenticated_group(self) -> UserInfo:
+        """Every authenticated user gets ``system:authenticated`` (apiserver authenticated_group_adder.go)."""
+        if AUTHENTICATED in self.groups:
+            return self
+        return UserInfo(self.name, self.uid, (*self.groups, AUTHENTICATED), self.extra)
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What is being asked, as RequestInfoFactory.NewRequestInfo derives it (apiserver requestinfo.go)."""
+
+    user: UserInfo
+    verb: str
+    path: str
+    resource_request: bool
+    namespace: str = ""
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    name: str = ""
+
+
+def request_attributes(user: UserInfo, method: str, path: str, query_string: bytes) -> Attributes:
+    """Resource attributes for ``/apis/<group>/<version>/<resource...>`` paths, non-resource otherwise.
+
+    GET with a name is ``get`` (``*`` is a name), without one ``list`` (``watch`` with ``watch=true``); a
+    ``namespaces/{ns}`` prefix sets the namespace; the rest is ``resource/name/subresource``.
+    """
+    verb = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete"}.get(method, method.lower())
+    parts = [p for p in path.strip("/").split("/") if p != ""]
+    if len(parts) < 4 or parts[0] != "apis":
+        return Attributes(user, verb, path, False)
+    group, version, rest = parts[1], parts[2], parts[3:]
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in ("status", "finalize"):  # upstream namespaceSubresources
+            rest = rest[2:]
+    resource = rest[0]
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if method in ("GET", "HEAD") and not name:
+        watch = parse_qs(query_string.decode("latin-1")).get("watch", [""])[0]
+        verb = "watch" if watch in ("1", "true") else "list"
+    return Attributes(user, verb, path, True, namespace, group, version, resource, subresource, name)
