@@ -6,6 +6,7 @@ closes them on shutdown. Tests pass their own provider, pod source, clock or htt
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from adapter.api.storage import Storage
+from adapter.observability import Observability
 from adapter.auth.middleware import AuthMiddleware
 from adapter.auth.setup import Security
 from adapter.pods.base import PodSource
@@ -23,6 +25,7 @@ from adapter.provider.base import MetricsProvider
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.client import PromClient
 from adapter.routes import custom_metrics, system
+from adapter.routes import observability as observability_routes
 from adapter.routes.http import plain_not_found
 from adapter.settings import Settings
 from adapter.workloads import ForecastService
@@ -48,6 +51,7 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.loop = asyncio.get_running_loop()  # lets tests and diagnostics inspect the loop's tasks
         if security is not None:
             security.reloader.start()
         try:
@@ -69,16 +73,19 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
         async with httpx.AsyncClient(transport=transport, limits=limits) as http:
             client = PromClient(settings.prometheus_url, http=http, backend=settings.backend,
                                 timeout_s=settings.query_timeout_s,
-                                max_concurrency=settings.max_upstream_concurrency)
+                                max_concurrency=settings.max_upstream_concurrency,
+                                observer=obs.upstream_query,
+                                cache_ttl_s=settings.catalog.cache_ttl_seconds)
             pods = pod_source or make_pod_source(settings, client, clock)
             await pods.start()
             forecasts = None
             if settings.catalog.forecast is not None:
                 forecasts = ForecastService(settings.catalog.forecast, settings.catalog, client, clock,
-                                            tick_s=settings.forecast_tick_s)
+                                            tick_s=settings.forecast_tick_s, observer=obs)
+                obs.watch_forecasts(forecasts)
                 forecasts.start()
             try:
-                prov = PrometheusProvider(settings.catalog, client, pods, clock, forecasts)
+                prov = PrometheusProvider(settings.catalog, client, pods, clock, forecasts, observer=obs)
                 app.state.forecasts = forecasts
                 app.state.provider = prov
                 app.state.client = client
@@ -92,6 +99,9 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.settings = settings
+    obs = Observability(clock=clock)   # its own registry, one per app: nothing global
+    obs.catalog_in_use(settings.catalog)
+    app.state.observability = obs
     app.add_route("/apis", custom_metrics.apis, methods=["GET"])
     app.add_route(custom_metrics.PREFIX, custom_metrics.group, methods=["GET"])
     app.add_route(custom_metrics.PREFIX + "/{rest:path}", custom_metrics.metrics_api, methods=ALL_METHODS)
@@ -101,6 +111,7 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     app.add_route("/version", system.version, methods=["GET"])
     app.add_route("/openapi/v2", system.openapi, methods=["GET"])
     app.add_route("/openapi/v3", system.openapi, methods=["GET"])
+    observability_routes.add_routes(app)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return plain_not_found()
@@ -110,4 +121,6 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     if security is not None:
         app.add_middleware(AuthMiddleware, authenticator=lambda: security.authenticator,
                            authorizer=security.authorizer)
+    # Added last, so it is the outermost layer: it also counts what authentication turns away.
+    app.add_middleware(observability_routes.RequestMetrics, observability=obs)
     return app

@@ -32,7 +32,7 @@ class PromClient:
 
     def __init__(self, base_url: str, *, http: httpx.AsyncClient, backend: Backend = "prometheus",
                  timeout_s: float = 5.0, max_concurrency: int = 32,
-                 observer: QueryObserver | None = None) -> None:
+                 observer: QueryObserver | None = None, cache_ttl_s: float = 0.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.backend = backend
         self._http = http
@@ -42,6 +42,10 @@ class PromClient:
         self._sem = asyncio.Semaphore(max_concurrency)
         self._observer = observer
         self.reachable: bool | None = None
+        self.cache_ttl_s = cache_ttl_s
+        self._cache: dict[str, tuple[float, list[Sample]]] = {}
+        self._inflight: dict[str, asyncio.Future[list[Sample]]] = {}
+        self.coalesced = 0  # answers served without a round-trip of their own
 
     def _params(self, extra: dict[str, str]) -> dict[str, str]:
         if self.backend == "victoriametrics":
@@ -78,7 +82,34 @@ class PromClient:
                 self._observer(self.backend, endpoint, time.perf_counter() - started, outcome)
 
     async def query(self, promql: PromQL, at: float) -> list[Sample]:
-        """Instant query evaluated at unix time ``at``."""
+        """Instant query evaluated at unix time ``at``.
+
+        Identical queries share one upstream round-trip: concurrent callers await the same request
+        (single-flight), and with ``cache_ttl_s`` > 0 an answer is reused for that long (keep it below the
+        data's resolution: the scrape interval). A failed answer is never cached.
+        """
+        now = time.monotonic()
+        hit = self._cache.get(promql)
+        if hit is not None and now - hit[0] < self.cache_ttl_s:
+            self.coalesced += 1
+            return hit[1]
+        flight = self._inflight.get(promql)
+        if flight is not None:
+            self.coalesced += 1
+            return await asyncio.shield(flight)
+        flight = asyncio.ensure_future(self._query(promql, at))
+        self._inflight[promql] = flight
+        try:
+            result = await asyncio.shield(flight)
+        finally:
+            self._inflight.pop(promql, None)
+        if self.cache_ttl_s > 0:
+            if len(self._cache) > 4096:  # bounded: drop everything old at once
+                self._cache = {k: v for k, v in self._cache.items() if now - v[0] < self.cache_ttl_s}
+            self._cache[promql] = (now, result)
+        return result
+
+    async def _query(self, promql: PromQL, at: float) -> list[Sample]:
         body, status = await self._post("/api/v1/query", self._params({"query": promql, "time": f"{at:.3f}"}))
         return parse_vector(body, status)
 

@@ -16,6 +16,10 @@ from adapter.server import make_server
 from adapter.settings import Settings
 
 
+# url -> the ASGI app serving it (tests inspect app.state, e.g. the event loop's tasks)
+APPS: dict[str, Any] = {}
+
+
 @contextmanager
 def running_adapter(settings: Settings, *, clock: Callable[[], float] = time.time,
                     security: Security | None = None, **app_kwargs: Any) -> Iterator[str]:
@@ -31,9 +35,11 @@ def running_adapter(settings: Settings, *, clock: Callable[[], float] = time.tim
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("adapter did not start")
         time.sleep(0.02)
+    APPS[url] = server.config.app
     try:
         yield url
     finally:
+        APPS.pop(url, None)
         server.should_exit = True
         thread.join(timeout=10)
 
