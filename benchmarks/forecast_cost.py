@@ -7,12 +7,14 @@ for ``fourier_ar``, one day for ``seasonal_naive``). One fit + ``forecast(6)`` (
 single-threaded, after a warm-up (statsmodels' cold import is not counted). ``auto`` is the whole
 per-step selection (``select_model`` with its default candidates and origins) plus the winner's fit.
 
-Usage: python benchmarks/forecast_cost.py [--samples 300] [--seed 1]
+Usage: OPENBLAS_NUM_THREADS=1 python benchmarks/forecast_cost.py [--samples 300] [--seed 1]
+(the variable keeps statsmodels' linear algebra on one core, as a per-core figure assumes)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace", type=Path, default=TRACE)
     args = parser.parse_args(argv)
-    print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
+    env = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if k in os.environ]
+    print("command: " + shlex.join([*env, Path(sys.executable).name, *sys.argv]))
     series = _series(args.trace)
     rng = np.random.default_rng(args.seed)
     # Room for the hungriest lookback (auto: fourier_ar's 3 days plus the selection origins).

@@ -8,6 +8,7 @@ A name of ``*`` lists by ``labelSelector``; any other name answers exactly one i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,10 +34,27 @@ def route_not_found() -> NotFound:
     return NotFound("the server could not find the requested resource", details={})
 
 
+# Object names as Kubernetes validates them (apimachinery validation.go): a namespace is a DNS-1123 label,
+# pods and Deployments are DNS-1123 subdomains. Anything else cannot name a real object: 400, not a query.
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_SELECTOR_CHARS = 16 * 1024
+
+
+def _check_name(kind: str, value: str, label: bool) -> None:
+    pattern, limit = (_DNS1123_LABEL, 63) if label else (_DNS1123_SUBDOMAIN, 253)
+    if len(value) > limit or not pattern.match(value):
+        shown = value if len(value) <= 80 else value[:80] + "..."
+        raise BadRequest(f"invalid {kind} name {shown!r}: must be a lowercase RFC 1123 "
+                         f"{'label' if label else 'subdomain'} of at most {limit} characters")
+
+
 def _selector(params: Mapping[str, str], key: str) -> Selector:
     text = params.get(key)
     if not text:
         return EVERYTHING
+    if len(text) > MAX_SELECTOR_CHARS:
+        raise BadRequest(f"invalid {key}: longer than {MAX_SELECTOR_CHARS} characters")
     try:
         return parse_selector(text)
     except ValueError as exc:
@@ -69,6 +87,10 @@ class Storage:
         else:
             raise route_not_found()
 
+        if namespace is not None:
+            _check_name("namespace", namespace, label=True)
+        if name != "*":
+            _check_name("object", name, label=(resource in ("namespaces", "namespace")))
         metric_selector = _selector(params, "metricLabelSelector")
         canonical = _RESOURCE_ALIASES.get(resource)
         info = MetricInfo(canonical or resource, metric, namespace is not None)

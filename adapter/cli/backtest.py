@@ -247,7 +247,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = subparsers.add_parser(
         "backtest",
         help="score a forecast model on a load history (CSV or Prometheus) against persistence/seasonal-naive",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="How well would the load forecast have done on your own history? Scores a model (or auto) "
+        "by a rolling-origin backtest against persistence and seasonal-naive and writes the figures as JSON.",
     )
     src = p.add_argument_group("source: a CSV file")
     src.add_argument("--trace", type=Path, help="CSV file with the load series")
@@ -274,7 +275,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=f"{', '.join(sorted(MODELS))} or auto (default {DEFAULT_MODEL})",
     )
     p.add_argument(
-        "--param", action="append", default=[], metavar="KEY=VALUE", help="model parameter (JSON value)"
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="model parameter as JSON, e.g. quantile=0.55 (for auto: NAME={...} per candidate)",
     )
     p.add_argument(
         "--train-fraction", type=float, default=0.5, help="share of the series used as history only"
