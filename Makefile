@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SYSPKGS := prometheus victoria-metrics wrk
 
-.PHONY: demo test sysdeps venv bench clean
+.PHONY: demo test sysdeps venv bench clean image
 
 # Debian packages the demo and the tests run for real (installed only when missing).
 sysdeps:
@@ -36,6 +36,10 @@ test: sysdeps venv
 
 bench: sysdeps venv
 	$(BIN)/python benchmarks/latency.py
+
+# The container image (Dockerfile); needs a Docker engine with BuildKit, which the CI machine does not have.
+image:
+	docker build -t llm-hpa-adapter:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache

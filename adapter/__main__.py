@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from adapter.errors import ConfigError
 
 # Command modules, imported lazily so `serve` does not pay for statsmodels or matplotlib.
-_COMMANDS = ("adapter.cli.serve", "adapter.cli.demo", "adapter.cli.backtest")
+_COMMANDS = ("adapter.cli.serve", "adapter.cli.demo", "adapter.cli.backtest", "adapter.cli.certs",
+             "adapter.cli.explain")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,73 @@
+"""The certificate recipe in apiservice-manifests/README.md, run as written.
+
+The README's shell block (between the ``recipe:start`` / ``recipe:end`` markers) is run with bash in a scratch
+directory laid out like the repository root, with our ``llm-hpa-adapter`` console script on PATH; the overlay it
+writes is rendered with the real ``kubectl kustomize``. So the documented way of filling in the ``caBundle``
+and creating the serving-cert Secret is known to produce what the Deployment and kube-aggregator need.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.manifests import MANIFESTS, Obj, find, of_kind, render
+from tests.deploy.test_manifests import check_object
+
+_BLOCK = re.compile(r"<!-- recipe:start[^>]*-->\s*```sh\n(.*?)```\s*<!-- recipe:end -->", re.DOTALL)
+
+
+def _recipe() -> str:
+    found = _BLOCK.findall((MANIFESTS / "README.md").read_text())
+    assert len(found) == 1, "README.md must hold exactly one recipe block"
+    return str(found[0])
+
+
+@pytest.fixture(scope="module")
+def overlay(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Obj]]:
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    root = tmp_path_factory.mktemp("repo-root")
+    (root / "apiservice-manifests").symlink_to(MANIFESTS, target_is_directory=True)
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "llm-hpa-adapter").exists(), "the console script is installed with the package"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(root)}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", _recipe()], cwd=root, env=env,
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return root, render(root / "deploy", env=env)
+
+
+def test_overlay_renders_and_validates(overlay: tuple[Path, list[Obj]]) -> None:
+    _, objs = overlay
+    for obj in objs:
+        check_object(obj)
+
+
+def test_apiservices_carry_the_generated_ca(overlay: tuple[Path, list[Obj]]) -> None:
+    root, objs = overlay
+    ca_pem = (root / "deploy" / "certs" / "ca.crt").read_bytes()
+    apiservices = of_kind(objs, "APIService")
+    assert len(apiservices) == 2
+    for apiservice in apiservices:
+        assert base64.b64decode(apiservice["spec"]["caBundle"]) == ca_pem
+        assert "insecureSkipTLSVerify" not in apiservice["spec"]
+
+
+def test_secret_is_what_the_deployment_mounts(overlay: tuple[Path, list[Obj]]) -> None:
+    root, objs = overlay
+    deployment = find(objs, "Deployment", "llm-hpa-adapter", "llm-hpa-adapter")
+    [volume] = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+    secret = find(objs, "Secret", volume["secret"]["secretName"], deployment["metadata"]["namespace"])
+    assert secret["type"] == "kubernetes.io/tls"
+    certs = root / "deploy" / "certs"
+    for key in ("tls.crt", "tls.key"):
+        # kustomize folds long base64 over lines; Kubernetes' base64 decoding skips the newlines too.
+        assert base64.b64decode(secret["data"][key]) == (certs / key).read_bytes()
