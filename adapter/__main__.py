@@ -15,7 +15,7 @@ from adapter.errors import ConfigError
 
 # Command modules, imported lazily so `serve` does not pay for statsmodels or matplotlib.
 _COMMANDS = ("adapter.cli.serve", "adapter.cli.demo", "adapter.cli.backtest", "adapter.cli.certs",
-             "adapter.cli.explain")
+             "adapter.cli.explain", "adapter.cli.simulate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ from adapter.query.client import PromClient
 from adapter.routes import custom_metrics, system
 from adapter.routes import observability as observability_routes
 from adapter.routes.http import plain_not_found
+from adapter.routes.limits import SizeLimit
 from adapter.settings import Settings
 from adapter.workloads import ForecastService
 
@@ -110,7 +111,9 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     app.add_route("/readyz", system.readyz, methods=["GET"])
     app.add_route("/version", system.version, methods=["GET"])
     app.add_route("/openapi/v2", system.openapi, methods=["GET"])
-    app.add_route("/openapi/v3", system.openapi, methods=["GET"])
+    app.add_route("/openapi/v3", system.openapi_v3, methods=["GET"])
+    app.add_route("/openapi/v3/apis/custom.metrics.k8s.io/{version}", system.openapi_v3_group_version,
+                  methods=["GET"])
     observability_routes.add_routes(app)
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -123,4 +126,5 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
                            authorizer=security.authorizer)
     # Added last, so it is the outermost layer: it also counts what authentication turns away.
     app.add_middleware(observability_routes.RequestMetrics, observability=obs)
+    app.add_middleware(SizeLimit)  # outermost: oversized requests are refused before any work is done
     return app

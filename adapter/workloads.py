@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def fit_history(values: np.ndarray, *, step_ts: float, spec: ForecastDef) -> For
         if spec.model == AUTO:
             model_name = select_model(values, step_s=spec.step_s, start_ts=start_ts,
                                       horizon_steps=spec.horizon_steps,
-                                      history_points=spec.history_points).model
+                                      history_points=spec.history_points).name
         model = get_model(model_name)
         forecast = model.fit(values, step_s=spec.step_s, start_ts=start_ts).forecast(spec.horizon_steps)
     except ForecastError as exc:
@@ -118,12 +119,23 @@ def sum_over_pods(series_ts: list[tuple[tuple[float, ...], tuple[float, ...]]], 
     return total
 
 
+class ForecastObserver(Protocol):
+    """What observability.py hooks in: fits, history pulls (to score old forecasts) and failures."""
+
+    def fitted(self, key: WorkloadKey, state: ForecastState) -> None: ...
+
+    def history_pulled(self, key: WorkloadKey, start_ts: float, step_s: float,
+                       values: np.ndarray) -> None: ...
+
+    def failed(self, stage: str) -> None: ...
+
+
 class ForecastService:
     """Keeps one ForecastState per known workload, refreshed once per step in the background."""
 
     def __init__(self, spec: ForecastDef, catalog: Catalog, client: PromClient,
                  clock: Callable[[], float] = time.time, executor: Executor | None = None,
-                 tick_s: float = 5.0) -> None:
+                 tick_s: float = 5.0, observer: ForecastObserver | None = None) -> None:
         self.spec = spec
         self.catalog = catalog
         self.client = client
@@ -135,6 +147,7 @@ class ForecastService:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self.loop_failures = 0
+        self.observer = observer
         for ns, dep in spec.workloads:
             self._workloads[WorkloadKey(ns, (dep,))] = _Workload(last_seen=math.inf)
 
@@ -201,8 +214,13 @@ class ForecastService:
                 values = await self.history(key, step_ts)
             except AdapterError as exc:
                 w.failures += 1
+                if self.observer is not None:
+                    self.observer.failed("history")
                 log.warning("forecast history for %s unavailable: %s", key, exc.message)
                 return w.state
+            if self.observer is not None:
+                self.observer.history_pulled(key, step_ts - (values.size - 1) * self.spec.step_s,
+                                             self.spec.step_s, values)
             loop = asyncio.get_running_loop()
             state = await loop.run_in_executor(self._executor,
                                                lambda: fit_history(values, step_ts=step_ts, spec=self.spec))
@@ -210,6 +228,8 @@ class ForecastService:
                 log.info("forecast %s: model=%s reason=%s boost=%.3f", key, state.model, state.reason,
                          state.boost)
             w.state = state
+            if self.observer is not None:
+                self.observer.fitted(key, state)
             return state
         finally:
             w.fitting = False
@@ -233,6 +253,8 @@ class ForecastService:
                 await self.refresh_due()
             except Exception:  # guarded: a bug here must not kill forecasting for good
                 self.loop_failures += 1
+                if self.observer is not None:
+                    self.observer.failed("loop")
                 log.exception("forecast refresh loop failed")
             self._wake.clear()
             try:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from adapter.aggregate import CompositeValue, PodValue, combine, fuse, reduce_by_pod
 from adapter.api.selectors import EVERYTHING, Selector
@@ -42,16 +43,25 @@ class MetricReading:
     composite: dict[str, CompositeValue] | None = None
 
 
+class ReadObserver(Protocol):
+    """observability.py's hook: every composite read, for the per-pod series it exports."""
+
+    def composite_read(self, namespace: str, metric: str, values: Mapping[str, CompositeValue],
+                       scope_pods: Iterable[str] | None) -> None: ...
+
+
 class PrometheusProvider:
     """MetricsProvider over a PromClient, a PodSource and the catalog."""
 
     def __init__(self, catalog: Catalog, client: PromClient, pods: PodSource,
-                 clock: Callable[[], float] = time.time, forecasts: ForecastService | None = None) -> None:
+                 clock: Callable[[], float] = time.time, forecasts: ForecastService | None = None,
+                 observer: ReadObserver | None = None) -> None:
         self.catalog = catalog
         self.client = client
         self.pods = pods
         self.clock = clock
         self.forecasts = forecasts
+        self.observer = observer
         # Forecast metrics and the resources they are served for (a forecast is about a workload).
         self._forecast_resources: dict[str, tuple[str, ...]] = {}
         if catalog.forecast is not None and forecasts is not None:
@@ -110,6 +120,8 @@ class PrometheusProvider:
         if metric in self.catalog.metrics:
             return MetricReading(metric, per_metric[metric], queries, samples)
         fused = fuse(self.catalog.composites[metric].terms, per_metric)
+        if self.observer is not None:
+            self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         return MetricReading(metric, values, queries, samples, composite=fused)
 

@@ -8,6 +8,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from adapter import __version__
+from adapter.api.openapi import discovery_document, group_version_document
+from adapter.api.wire import VERSIONS
 from adapter.errors import NotFound
 from adapter.routes.http import error_response, json_response
 
@@ -35,6 +37,22 @@ async def version(request: Request) -> Response:
 
 
 async def openapi(request: Request) -> Response:
-    # 404 is what kube-aggregator treats as "this server publishes no spec" and skips gracefully
-    # (kube-aggregator pkg/controllers/openapi/aggregator/downloader.go).
+    # /openapi/v2: 404 is what kube-aggregator treats as "this server publishes no spec" and skips
+    # gracefully (kube-aggregator pkg/controllers/openapi/aggregator/downloader.go).
     return error_response(request, NotFound("the server could not find the requested resource", details={}))
+
+
+def _served_metrics(request: Request) -> list[str]:
+    storage = request.app.state.storage
+    return sorted({m.metric for m in storage.provider.list_all_metrics()})
+
+
+async def openapi_v3(request: Request) -> Response:
+    return json_response(request, discovery_document(_served_metrics(request)))
+
+
+async def openapi_v3_group_version(request: Request) -> Response:
+    version = request.path_params["version"]
+    if version not in VERSIONS:
+        return error_response(request, NotFound("the server could not find the requested resource", details={}))
+    return json_response(request, group_version_document(version, _served_metrics(request)))

@@ -1,0 +1,379 @@
+"""The adapter's own ``/metrics``: self-metrics and the series it computes.
+
+``create_app`` builds one ``Observability`` per app: its self-metrics live on a prometheus_client registry
+of its own (nothing global, nothing at import); the computed series are rendered from memory at scrape
+time (``exposition()`` joins the two). It is plugged
+into the edges through small hooks, each a plain method:
+
+- ``upstream_query(backend, endpoint, seconds, outcome)``: ``PromClient``'s observer;
+- ``request(route, version, code, seconds)`` and ``unknown_metric(metric, resource)``: the HTTP middleware;
+- ``composite_read(namespace, metric, values, scope_pods)``: ``PrometheusProvider.read`` for composites;
+- ``fitted``, ``history_pulled``, ``failed``: ``ForecastService``;
+- ``watch_forecasts(service)``: per-workload series are read from the service's memory at scrape time.
+
+Cardinality is bounded by construction: label values are either fixed sets (route, version, outcome,
+model, reason, stage), catalog names, or live objects that expire: a pod's series disappear ``pod_ttl_s``
+after its last read (and at once when a read of its scope no longer returns it), at most ``max_pods``
+(pod, composite) pairs are kept (the least recently read is dropped first); workload series exist only for
+the workloads the forecast service currently keeps. Names a client asks for that the catalog does not
+know are counted under their own label only for the first ``max_unknown_names`` of them, then as "other".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from adapter.aggregate import CompositeValue
+from adapter.forecast.metrics import wape
+from adapter.settings import Catalog
+from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of
+
+PREFIX = "llm_hpa_adapter_"
+# Request latency: the HPA's client gives up after 30 s-ish; most answers are a few ms.
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+UPSTREAM_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+FIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
+OTHER = "other"
+# PromClient outcomes that mean no answer came back (others: ok, error, http_NNN, a bounded set of codes).
+_UNREACHABLE = ("unreachable", "timeout")
+
+
+def workload_label(deployments: Sequence[str]) -> str:
+    """The ``workload`` label of a workload: its Deployments joined with commas (usually just one)."""
+    return ",".join(deployments)
+
+
+@dataclass(frozen=True, slots=True)
+class PodEntry:
+    """The latest composite of one pod as last read (with its terms): what the pod series show."""
+
+    namespace: str
+    pod: str
+    workload: str
+    metric: str
+    composite: CompositeValue
+    updated: float
+    labels: str   # the rendered label pairs, made once per pod rather than once per read or scrape
+
+
+@dataclass
+class _Accuracy:
+    evaluated: int = 0
+    error_sum: float = 0.0
+    under: int = 0
+    last_error: float = math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """A forecast as issued: ``values[k]`` is the load expected ``k + 1`` steps after ``step_ts``."""
+
+    step_ts: float
+    values: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """A forecast scored against the load that really came: WAPE over its horizon, and whether its peak
+    (the value the boost is computed from) fell short of the real peak."""
+
+    error: float
+    under_forecast: bool
+
+
+def score_forecast(issued: Issued, step_s: float, start_ts: float, values: np.ndarray) -> Score | None:
+    """Score ``issued`` against a load history on the grid ``start_ts + i * step_s``.
+
+    ``None`` when the history cannot score it (yet): its horizon ends after the history, starts before it,
+    or no point of the horizon has a finite actual (a gap is not an error of the model).
+    """
+    horizon = issued.values.size
+    times = issued.step_ts + step_s * np.arange(1, horizon + 1)
+    index = np.rint((times - start_ts) / step_s).astype(int)
+    if index[0] < 0 or index[-1] >= values.size:
+        return None
+    actual = values[index]
+    finite = np.isfinite(actual)
+    if not finite.any():
+        return None
+    error = wape(actual, issued.values)
+    if not math.isfinite(error):   # every actual was 0: WAPE undefined, the forecast cannot be judged
+        return None
+    return Score(error=error, under_forecast=float(issued.values.max()) < float(actual[finite].max()))
+
+
+class Observability:
+    """Every metric the adapter exports, on ``self.registry`` (one per app)."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, pod_ttl_s: float = 120.0,
+                 max_pods: int = 20_000, max_unknown_names: int = 50) -> None:
+        self.clock = clock
+        self.pod_ttl_s = pod_ttl_s
+        self.max_pods = max_pods
+        self.max_unknown_names = max_unknown_names
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(PREFIX + "requests",
+                                "HTTP requests answered, by route, API version and status code",
+                                ["route", "version", "code"], registry=r)
+        self.request_seconds = Histogram(PREFIX + "request_duration_seconds",
+                                         "Time to answer an HTTP request, by route and API version",
+                                         ["route", "version"], buckets=REQUEST_BUCKETS, registry=r)
+        self.unknown_metrics = Counter(PREFIX + "unknown_metric_requests",
+                                       "Requests for a metric name the catalog does not serve",
+                                       ["metric", "resource"], registry=r)
+        self.upstream_queries = Counter(PREFIX + "upstream_queries",
+                                        "Queries sent to the metrics backend, by outcome (ok, timeout, "
+                                        "unreachable, error, http_NNN)",
+                                        ["backend", "endpoint", "outcome"], registry=r)
+        self.upstream_seconds = Histogram(PREFIX + "upstream_query_duration_seconds",
+                                          "Latency of backend queries", ["backend", "endpoint"],
+                                          buckets=UPSTREAM_BUCKETS, registry=r)
+        self.upstream_reachable = Gauge(PREFIX + "upstream_reachable",
+                                        "1 if the latest backend query got an HTTP answer, 0 if it timed out "
+                                        "or could not connect", ["backend"], registry=r)
+        self.upstream_last_success = Gauge(PREFIX + "upstream_last_success_timestamp_seconds",
+                                           "Unix time of the latest backend query that succeeded",
+                                           ["backend"], registry=r)
+        self.catalog_rules = Gauge(PREFIX + "catalog_rules", "Rules in the loaded metric catalog, by kind",
+                                   ["kind"], registry=r)
+        self.catalog_loaded = Gauge(PREFIX + "catalog_loaded_timestamp_seconds",
+                                    "Unix time the metric catalog in use was loaded", registry=r)
+        self.fit_seconds = Histogram(PREFIX + "forecast_fit_duration_seconds", "Time one forecast fit took",
+                                     ["model"], buckets=FIT_BUCKETS, registry=r)
+        self.fits = Counter(PREFIX + "forecast_fits",
+                            "Forecast fits, by model and outcome (ok, or why the boost degraded to 1)",
+                            ["model", "reason"], registry=r)
+        self.forecast_failures = Counter(PREFIX + "forecast_failures",
+                                         "Forecast refreshes that failed: history (backend), fit (numerics), "
+                                         "loop (a bug in the refresh loop)", ["stage"], registry=r)
+        for stage in ("history", "fit", "loop"):
+            self.forecast_failures.labels(stage)   # present at 0 so rate() works from the first failure
+        self._unknown_names: set[str] = set()
+        self._pods: dict[tuple[str, str, str], PodEntry] = {}
+        self._issued: dict[WorkloadKey, list[Issued]] = {}
+        self._accuracy: dict[WorkloadKey, _Accuracy] = {}
+        self._forecasts: ForecastService | None = None
+
+    # -- exposition --------------------------------------------------------------------------------
+    def exposition(self) -> bytes:
+        """The Prometheus text format (0.0.4): the self-metrics of ``registry``, then the computed series.
+
+        The computed series (thousands with a big fleet) are written here directly rather than through
+        prometheus_client's generic writer, which validates and escapes every label name of every sample:
+        measured, that made a 1,000-pod scrape about 6x slower (benchmarks/metrics_scrape.py).
+        """
+        return generate_latest(self.registry) + _computed_text(self).encode()
+
+    # -- catalog -----------------------------------------------------------------------------------
+    def catalog_in_use(self, catalog: Catalog, loaded_at: float | None = None) -> None:
+        """Note the catalog the app serves: its rule counts and when it was loaded."""
+        self.catalog_rules.labels("metric").set(len(catalog.metrics))
+        self.catalog_rules.labels("composite").set(len(catalog.composites))
+        self.catalog_rules.labels("forecast").set(len(catalog.forecast_names()))
+        self.catalog_loaded.set(self.clock() if loaded_at is None else loaded_at)
+
+    # -- HTTP --------------------------------------------------------------------------------------
+    def request(self, route: str, version: str, code: int, seconds: float) -> None:
+        """One HTTP request answered (route and version are the bounded labels of ``classify``)."""
+        self.requests.labels(route, version, str(code)).inc()
+        self.request_seconds.labels(route, version).observe(seconds)
+
+    def unknown_metric(self, metric: str, resource: str) -> None:
+        """A client asked for a metric the catalog does not serve ("my HPA says metric not found")."""
+        if metric not in self._unknown_names:
+            if len(self._unknown_names) >= self.max_unknown_names:
+                metric = OTHER
+            else:
+                self._unknown_names.add(metric)
+        self.unknown_metrics.labels(metric, resource if resource in _RESOURCES else OTHER).inc()
+
+    # -- backend -----------------------------------------------------------------------------------
+    def upstream_query(self, backend: str, endpoint: str, seconds: float, outcome: str) -> None:
+        """``PromClient``'s observer: one backend query and how it ended."""
+        self.upstream_queries.labels(backend, endpoint, outcome).inc()
+        self.upstream_seconds.labels(backend, endpoint).observe(seconds)
+        if outcome in _UNREACHABLE:
+            self.upstream_reachable.labels(backend).set(0)
+        elif outcome == "ok" or outcome.startswith("http_"):
+            self.upstream_reachable.labels(backend).set(1)   # it answered, even if with an error
+        if outcome == "ok":
+            self.upstream_last_success.labels(backend).set(self.clock())
+
+    # -- computed per-pod series -------------------------------------------------------------------
+    def composite_read(self, namespace: str, metric: str, values: Mapping[str, CompositeValue],
+                       scope_pods: Iterable[str] | None) -> None:
+        """A composite was read for ``namespace``: keep each pod's value and terms for the pod series.
+
+        Pods of ``scope_pods`` (the pods the read was about) that got no value have no data any more:
+        their series are dropped now rather than left showing an old value until they expire.
+        """
+        now = self.clock()
+        for pod in scope_pods or ():
+            if pod not in values:
+                self._pods.pop((namespace, pod, metric), None)
+        entries = self._pods
+        for pod, cv in values.items():
+            key = (namespace, pod, metric)
+            old = entries.pop(key, None)   # re-inserted at the end: the dict's order is least recently read first
+            if old is None:
+                workload = deployment_of(pod)
+                labels = _labels(namespace=namespace, workload=workload, pod=pod, metric=metric)
+            else:
+                workload, labels = old.workload, old.labels
+            entries[key] = PodEntry(namespace, pod, workload, metric, cv, now, labels)
+        while len(self._pods) > self.max_pods:
+            del self._pods[next(iter(self._pods))]
+
+    def pods(self) -> list[PodEntry]:
+        """The live pod entries (expired ones are dropped here)."""
+        cutoff = self.clock() - self.pod_ttl_s
+        for key in [k for k, e in self._pods.items() if e.updated < cutoff]:
+            del self._pods[key]
+        return list(self._pods.values())
+
+    # -- forecasts ---------------------------------------------------------------------------------
+    def watch_forecasts(self, service: ForecastService) -> None:
+        """Export the per-workload series of ``service`` (read from its memory at scrape time)."""
+        self._forecasts = service
+
+    def fitted(self, key: WorkloadKey, state: ForecastState) -> None:
+        """A fit finished: its duration, outcome and the forecast to score once its horizon has passed."""
+        self.fit_seconds.labels(state.model).observe(state.fit_seconds)
+        self.fits.labels(state.model, state.reason).inc()
+        if state.reason == "fit_failed":
+            self.forecast_failures.labels("fit").inc()
+        if state.forecast is None or state.forecast.size == 0:
+            return
+        pending = self._issued.setdefault(key, [])
+        if pending and pending[-1].step_ts == state.step_ts:
+            pending[-1] = Issued(state.step_ts, np.asarray(state.forecast, dtype=float))
+        else:
+            pending.append(Issued(state.step_ts, np.asarray(state.forecast, dtype=float)))
+        # One forecast per step and each is scored once its horizon has passed: more pending than the
+        # horizon (plus slack for a missed pull) means the old ones can no longer be scored.
+        del pending[:-(state.forecast.size + 2)]
+
+    def history_pulled(self, key: WorkloadKey, start_ts: float, step_s: float, values: np.ndarray) -> None:
+        """A load history arrived: score every pending forecast of ``key`` whose horizon it now covers."""
+        pending = self._issued.get(key)
+        if not pending:
+            return
+        end_ts = start_ts + (values.size - 1) * step_s
+        keep = []
+        for issued in pending:
+            if issued.step_ts + issued.values.size * step_s > end_ts:
+                keep.append(issued)   # its horizon has not passed yet
+                continue
+            score = score_forecast(issued, step_s, start_ts, values)
+            if score is None:
+                continue   # no actual to compare with (a gap, or older than the history): dropped unscored
+            acc = self._accuracy.setdefault(key, _Accuracy())
+            acc.evaluated += 1
+            acc.error_sum += score.error
+            acc.under += int(score.under_forecast)
+            acc.last_error = score.error
+        self._issued[key] = keep
+
+    def failed(self, stage: str) -> None:
+        """A forecast refresh failed at ``stage`` (history, loop)."""
+        self.forecast_failures.labels(stage).inc()
+
+    def _known_workloads(self) -> dict[WorkloadKey, ForecastState | None]:
+        if self._forecasts is None:
+            return {}
+        known = self._forecasts.workloads()
+        for gone in [k for k in self._accuracy if k not in known]:
+            del self._accuracy[gone]
+        for gone in [k for k in self._issued if k not in known]:
+            del self._issued[gone]
+        return known
+
+
+_RESOURCES = frozenset({"pods", "deployments.apps", "namespaces", "pod", "deployments", "deployment",
+                        "deployment.apps", "namespace"})
+
+
+def _escape(value: str) -> str:
+    # Text format label values: backslash, double quote and line feed are escaped (exposition_formats.md).
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+def _labels(**pairs: str) -> str:
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in pairs.items())
+
+
+# (name, type, help) of every computed family, in exposition order. Counters are named with _total.
+_FAMILIES = (
+    ("pod_composite", "gauge",
+     "The composite the adapter computed for the pod (before any forecast boost; 1.0 = every term at its target)"),
+    ("pod_term_value", "gauge", "A composite term's metric value for the pod"),
+    ("pod_term_contribution", "gauge", "A term's share of the pod's composite: weight x value / target"),
+    ("pod_series", "gauge", "Pods with a computed composite (live entries)"),
+    ("workload_load", "gauge", "The workload's latest load (requests/s)"),
+    ("workload_load_forecast", "gauge", "Peak forecast load over the horizon (requests/s)"),
+    ("workload_boost", "gauge", "The boost applied to the workload now (1 = none)"),
+    ("forecast_age_seconds", "gauge", "Seconds since the end of the history the latest forecast was fit on"),
+    ("forecast_stale", "gauge", "1 if the workload's forecast is too old to be used"),
+    ("forecast_info", "gauge",
+     "The model selected for the workload and the forecast's state (ok, pending, or why the boost is 1)"),
+    ("forecast_error_ratio", "summary",
+     "WAPE of each forecast over its horizon, scored once the real load is known"),
+    ("forecast_under_forecasts_total", "counter",
+     "Scored forecasts whose peak fell short of the real peak over the horizon"),
+    ("forecast_last_error_ratio", "gauge", "WAPE of the latest scored forecast"),
+)
+
+
+def _computed_text(obs: Observability) -> str:
+    """The per-pod and per-workload series, from memory, as exposition text (no I/O)."""
+    lines: dict[str, list[str]] = {name: [] for name, _, _ in _FAMILIES}
+
+    def add(family: str, labels: str, value: float, suffix: str = "") -> None:
+        if math.isfinite(value):
+            lines[family].append(f"{PREFIX}{family}{suffix}{{{labels}}} {value!r}")
+
+    pods = obs.pods()
+    for e in pods:
+        add("pod_composite", e.labels, e.composite.value)
+        for t in e.composite.terms:
+            with_term = f'{e.labels},term="{_escape(t.metric)}"'
+            add("pod_term_value", with_term, t.raw)
+            add("pod_term_contribution", with_term, t.contribution)
+    lines["pod_series"].append(f"{PREFIX}pod_series {float(len(pods))!r}")
+
+    service = obs._forecasts
+    now = obs.clock()
+    for key, state in obs._known_workloads().items():
+        assert service is not None
+        wl = _labels(namespace=key.namespace, workload=workload_label(key.deployments))
+        boost, reason = service.boost(key)
+        add("workload_boost", wl, boost)
+        model = state.model if state is not None else ""
+        add("forecast_info", f'{wl},model="{_escape(model)}",reason="{_escape(reason)}"', 1.0)
+        if state is not None:
+            add("workload_load", wl, state.current)
+            if state.peak is not None:
+                add("workload_load_forecast", wl, state.peak)
+            add("forecast_age_seconds", wl, now - state.step_ts)
+            add("forecast_stale", wl, 1.0 if reason == "stale" else 0.0)
+        acc = obs._accuracy.get(key)
+        if acc is not None:
+            add("forecast_error_ratio", wl, float(acc.evaluated), "_count")
+            add("forecast_error_ratio", wl, acc.error_sum, "_sum")
+            add("forecast_under_forecasts_total", wl, float(acc.under))
+            add("forecast_last_error_ratio", wl, acc.last_error)
+    out = []
+    for name, kind, help_text in _FAMILIES:
+        out.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")
+        if lines[name]:
+            out.append("\n".join(lines[name]) + "\n")
+    return "".join(out)

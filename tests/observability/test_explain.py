@@ -1,0 +1,314 @@
+"""``explain`` against a scripted fleet in a real Prometheus: it shows what the API serves, and why.
+
+The fleet: four pods of Deployment ``llama`` in three label layouts; one has no GPU series at all, one has
+no latency histogram; there is no load history, so the forecast is degraded (insufficient_history). The API
+is asked first; explain (HTTP endpoint and CLI) must report the same values and name the missing pieces.
+Expected per-GPU samples and P90s come from the generated numbers (numpy), not from the backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import yaml
+
+from adapter.__main__ import main
+from adapter.api.quantity import milli_value, parse_quantity
+from adapter.settings import Settings
+from tests.support.adapter_server import get, running_adapter
+from tests.support.backends import TestBackend
+from tests.support.fleet_data import PodSpec, build, expected
+
+BASE = "/apis/custom.metrics.k8s.io/v1beta2"
+BOOSTED = "llm_composite_load_boosted"
+
+
+class Fleet:
+    def __init__(self, backend: TestBackend, ns: str, pods: list[PodSpec], url: str) -> None:
+        self.backend, self.ns, self.pods, self.url = backend, ns, pods, url
+
+    def served(self, metric: str) -> dict[str, str]:
+        r = get(
+            f"{self.url}{BASE}/namespaces/{self.ns}/pods/*/{metric}", params={"labelSelector": "app=llama"}
+        )
+        assert r.status_code == 200, r.text
+        return {i["describedObject"]["name"]: i["value"] for i in r.json()["items"]}
+
+    def served_object(self, metric: str) -> str:
+        r = get(f"{self.url}{BASE}/namespaces/{self.ns}/deployments.apps/llama/{metric}")
+        assert r.status_code == 200, r.text
+        value: str = r.json()["items"][0]["value"]
+        return value
+
+    def explain(self, **params: str) -> dict[str, Any]:
+        r = get(f"{self.url}/explain", params={"namespace": self.ns, **params})
+        assert r.status_code == 200, r.text
+        doc: dict[str, Any] = r.json()
+        return doc
+
+
+@pytest.fixture
+def fleet(prometheus: TestBackend, unique_ns: str) -> Iterator[Fleet]:
+    now = float(int(time.time()) - 30)
+    pods = [
+        PodSpec("llama-7f9b8c6d4-aaaa1", gpus=4, layout="honor", labels={"app": "llama"}, deployment="llama"),
+        PodSpec(
+            "llama-7f9b8c6d4-aaaa2", gpus=2, layout="exported", labels={"app": "llama"}, deployment="llama"
+        ),
+        PodSpec(
+            "llama-7f9b8c6d4-aaaa3",
+            gpus=2,
+            layout="honor",
+            labels={"app": "llama"},
+            deployment="llama",
+            with_gpu=False,
+        ),
+        PodSpec(
+            "llama-7f9b8c6d4-aaaa4",
+            gpus=1,
+            layout="old",
+            labels={"app": "llama"},
+            deployment="llama",
+            with_latency=False,
+        ),
+    ]
+    prometheus.load(build(unique_ns, pods, now))
+    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2)
+    with running_adapter(settings) as url:
+        f = Fleet(prometheus, unique_ns, pods, url)
+        # Register the workload and wait for its (degraded) forecast, so the boost the API applies is settled.
+        f.served(BOOSTED)
+        deadline = time.monotonic() + 30
+        while (
+            get(f"{url}{BASE}/namespaces/{unique_ns}/deployments.apps/llama/llm_load_boost").status_code
+            != 200
+        ):
+            assert time.monotonic() < deadline, "no forecast state"
+            time.sleep(0.1)
+        yield f
+
+
+def check_matches_api(doc: dict[str, Any], fleet: Fleet, metric: str) -> None:
+    served = fleet.served(metric)
+    by_pod = {p["pod"]: p for p in doc["pods"]}
+    assert set(by_pod) == {p.name for p in fleet.pods}
+    for spec in fleet.pods:
+        pod = by_pod[spec.name]
+        assert pod["quantity"] == served[spec.name]
+        want = expected(spec, "llm_composite_load")
+        assert want is not None and math.isclose(pod["value"], want, rel_tol=1e-9)
+        terms = {t["metric"]: t for t in pod["terms"]}
+        assert list(terms) == [
+            "gpu_utilization_p90",
+            "inference_queue_depth",
+            "inference_latency_p99_seconds",
+        ]
+        for name, term in terms.items():
+            want = expected(spec, name)
+            if want is None:
+                assert term["value"] is None and term["contribution"] is None and term["missing"]
+            else:
+                assert math.isclose(term["value"], want, rel_tol=1e-9, abs_tol=1e-12)
+        # The contributions add up to the composite.
+        assert math.isclose(
+            sum(t["contribution"] or 0.0 for t in terms.values()), pod["value"], rel_tol=1e-12
+        )
+        gpu = terms["gpu_utilization_p90"]
+        assert sorted(s["value"] for s in gpu["gpu_samples"]) == sorted(spec.gpu_util)
+        if spec.with_gpu:
+            assert {s["gpu"]["UUID"] for s in gpu["gpu_samples"]} == {
+                f"GPU-{fleet.ns}-{i:04d}"
+                for i in range(gpu_offset(fleet.pods, spec), gpu_offset(fleet.pods, spec) + spec.gpus)
+            }
+            assert math.isclose(gpu["gpu_p90"], float(np.percentile(spec.gpu_util, 90)), rel_tol=1e-12)
+        else:
+            assert gpu["gpu_samples"] == [] and gpu["gpu_p90"] is None
+            assert "no GPU series" in gpu["missing"] and "DCGM_FI_DEV_GPU_UTIL" in gpu["missing"]
+            assert any("no GPU series" in m for m in pod["missing"])
+        if not spec.with_latency:
+            assert "inference_latency_p99_seconds" in terms["inference_latency_p99_seconds"]["missing"]
+
+
+def gpu_offset(pods: list[PodSpec], spec: PodSpec) -> int:
+    """fleet_data numbers the UUIDs of the GPU pods in order."""
+    offset = 0
+    for p in pods:
+        if p is spec:
+            return offset
+        if p.with_gpu:
+            offset += p.gpus
+    raise AssertionError(spec.name)
+
+
+def test_http_explain_matches_the_api_and_names_what_is_missing(fleet: Fleet) -> None:
+    doc = fleet.explain(selector="app=llama", metric=BOOSTED)
+    assert (doc["metric"], doc["base_metric"]) == (BOOSTED, "llm_composite_load")
+    check_matches_api(doc, fleet, BOOSTED)
+    # The PromQL shown is the one the provider sends: it names every pod, and the raw query reads the
+    # per-GPU series behind the P90 (GPU metrics only).
+    assert set(doc["queries"]) == {
+        "gpu_utilization_p90",
+        "inference_queue_depth",
+        "inference_latency_p99_seconds",
+    }
+    assert all(p.name in doc["queries"]["gpu_utilization_p90"] for p in fleet.pods)
+    assert list(doc["raw_queries"]) == ["gpu_utilization_p90"]
+    assert "quantile" not in doc["raw_queries"]["gpu_utilization_p90"]
+    # No load history: the forecast is degraded, the boost is 1, and every pod says so.
+    assert doc["forecast"]["reason"] == "insufficient_history" and doc["forecast"]["boost"] == 1.0
+    for pod in doc["pods"]:
+        assert "forecast degraded (insufficient_history): boost is 1" in pod["missing"]
+        assert pod["boost"] == 1.0
+
+
+def test_http_explain_of_a_deployment_gives_the_object_value(fleet: Fleet) -> None:
+    doc = fleet.explain(deployment="llama", metric="llm_composite_load")
+    assert doc["object_quantity"] == fleet.served_object("llm_composite_load")
+    check_matches_api(doc, fleet, "llm_composite_load")
+    assert doc["forecast"] is None  # the plain composite has no forecast
+
+
+def test_http_explain_text_and_errors(fleet: Fleet) -> None:
+    r = get(
+        f"{fleet.url}/explain",
+        params={"namespace": fleet.ns, "selector": "app=llama", "metric": BOOSTED, "format": "text"},
+    )
+    assert r.status_code == 200
+    for p in fleet.pods:
+        assert f"pod {p.name}" in r.text
+    served = fleet.served(BOOSTED)
+    assert f"HPA receives {BOOSTED} = {served['llama-7f9b8c6d4-aaaa1']}" in r.text
+    assert "missing: no GPU series" in r.text
+    r = get(f"{fleet.url}/explain", params={"namespace": fleet.ns, "selector": "app=llama", "metric": "nope"})
+    assert r.status_code == 404 and "llm_composite_load" in r.json()["error"]  # lists what it does serve
+    r = get(f"{fleet.url}/explain", params={"namespace": fleet.ns, "metric": BOOSTED})
+    assert r.status_code == 400
+
+
+def hpa_manifest(ns: str, target: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "llama", "namespace": ns},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"},
+            "minReplicas": 1,
+            "maxReplicas": 20,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": BOOSTED},
+                        "target": {"type": "AverageValue", "averageValue": target},
+                    },
+                },
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+                },
+            ],
+        },
+    }
+
+
+def expected_replicas(served: dict[str, str], target_milli: int) -> int:
+    """The HPA's formula written from its documentation: desired = ceil(current x usage / target), no change
+    within 10 %, at most max(2 x current, 4) in one step without a behavior (k8s-metrics-protocol.md §6)."""
+    milli = [milli_value(parse_quantity(v)) for v in served.values()]
+    current = len(milli)
+    ratio = (sum(milli) // current) / target_milli
+    desired = current if abs(ratio - 1.0) <= 0.1 else math.ceil(ratio * current)
+    return max(1, min(desired, 20, max(2 * current, 4)))
+
+
+def test_explain_with_an_hpa_gives_its_desired_replicas(fleet: Fleet, tmp_path: Path) -> None:
+    served = fleet.served(BOOSTED)
+    average = sum(milli_value(parse_quantity(v)) for v in served.values()) // len(served)
+    target_milli = int(Decimal(average) / Decimal("1.6"))
+    manifest = hpa_manifest(fleet.ns, f"{target_milli}m")
+    r = httpx.post(
+        f"{fleet.url}/explain",
+        params={"namespace": fleet.ns, "selector": "app=llama", "metric": BOOSTED},
+        content=yaml.safe_dump(manifest),
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    hpa = r.json()["hpa"]
+    want = expected_replicas(served, target_milli)
+    assert want == 7  # 1.6 x 4 pods, rounded up: within the one-step limit of 8
+    assert (hpa["desired_replicas"], hpa["metric_replicas"], hpa["current_replicas"]) == (want, want, 4)
+    assert hpa["metrics"] == [f"Pods/{BOOSTED}"] and hpa["ignored"] == ["Resource/cpu"]
+
+    # The CLI, with the manifest in a file, agrees.
+    path = tmp_path / "hpa.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    doc = run_cli(fleet, "--selector", "app=llama", "--metric", BOOSTED, "--hpa", str(path), "--json")
+    assert doc["hpa"]["desired_replicas"] == want
+
+
+def run_cli(fleet: Fleet, *args: str) -> dict[str, Any]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["explain", "--prometheus-url", fleet.backend.url, "--namespace", fleet.ns, *args])
+    assert code == 0
+    doc: dict[str, Any] = json.loads(out.getvalue())
+    return doc
+
+
+@pytest.mark.parametrize("metric", ["llm_composite_load", BOOSTED])
+def test_cli_json_matches_the_api(fleet: Fleet, metric: str) -> None:
+    doc = run_cli(fleet, "--selector", "app=llama", "--metric", metric, "--json")
+    check_matches_api(doc, fleet, metric)
+    if metric == BOOSTED:
+        # The CLI fits its own forecast from the same (absent) history: degraded the same way.
+        assert doc["forecast"]["reason"] == "insufficient_history"
+
+
+def test_cli_tables_and_errors(fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "explain",
+            "--prometheus-url",
+            fleet.backend.url,
+            "--namespace",
+            fleet.ns,
+            "--deployment",
+            "llama",
+            "--metric",
+            "gpu_utilization_p90",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    for p in fleet.pods:
+        assert f"pod {p.name}" in out
+    assert (
+        "no GPU series" in out
+        and f"Deployment llama: gpu_utilization_p90 = {fleet.served_object('gpu_utilization_p90')}" in out
+    )
+    code = main(
+        [
+            "explain",
+            "--prometheus-url",
+            fleet.backend.url,
+            "--namespace",
+            fleet.ns,
+            "--selector",
+            "app=llama",
+            "--metric",
+            "no_such_metric",
+        ]
+    )
+    assert code == 1 and "no_such_metric" in capsys.readouterr().err
