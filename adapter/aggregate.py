@@ -62,6 +62,10 @@ def attribute(labels: Mapping[str, str], layouts: Sequence[Layout]) -> PodKey | 
 
 def reduce_values(values: Sequence[float], how: Reduce) -> float:
     """Reduce the finite values of one pod's series (non-empty) to the pod's value."""
+    if how == "any_nonzero":
+        return 1.0 if any(v != 0 for v in values) else 0.0
+    if len(values) == 1:  # the common case once the backend has reduced across GPUs: no numpy round-trip
+        return float(values[0])
     arr = np.asarray(values, dtype=float)
     if how == "p90":
         return float(np.percentile(arr, 90))
@@ -73,8 +77,6 @@ def reduce_values(values: Sequence[float], how: Reduce) -> float:
         return float(arr.min())
     if how == "mean":
         return float(arr.mean())
-    if how == "any_nonzero":
-        return 1.0 if bool(np.any(arr != 0)) else 0.0
     raise ValueError(f"unknown reduction {how!r}")
 
 
