@@ -58,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "(as Prometheus stores them with honorLabels: false), e.g. gpu-node-1",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--autoscale",
+        action="store_true",
+        help="run the HPA model against the adapter (the design's HPA) so replicas follow the load",
+    )
     p.set_defaults(func=run)
 
 
@@ -88,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             trace_path=args.trace,
             exported_layout_node=args.exported_layout_node,
             seed=args.seed,
+            autoscale=args.autoscale,
             **extra,
         )
     except ValueError as exc:

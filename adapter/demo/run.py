@@ -69,6 +69,7 @@ class DemoOptions:
     trace_path: Path | None = None  # None: the shared ServeGen trace, or a synthetic one if absent
     exported_layout_node: str | None = None  # emit this node's DCGM series with exported_pod labels
     status_every_s: float = 5.0
+    autoscale: bool = False  # run the HPA model against the adapter so replicas follow the load
     ready_timeout_s: float = 60.0
     seed: int = 0
 
@@ -281,13 +282,34 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                 else f"Running for {options.duration:g}s."
             )
 
+            autoscaler = None
+            if options.autoscale:
+                from adapter.sim.live import Autoscaler
+                from adapter.sim.policies import design_hpa
+
+                spec = design_hpa(
+                    namespace=options.namespace,
+                    deployment=options.deployment,
+                    max_replicas=max(8, 4 * options.pods),
+                )
+                client = stack.enter_context(httpx.Client(base_url=server, timeout=5.0, trust_env=False))
+                autoscaler = Autoscaler(spec, runner, client, options.namespace, f"app={options.deployment}")
+                say(
+                    f"Autoscaling: the HPA model reads {spec.metrics[0].name} from the adapter every 15 s "
+                    f"(target 1, {spec.min_replicas}-{spec.max_replicas} replicas, the design's behavior)."
+                )
             deadline = None if options.duration is None else time.monotonic() + options.duration
             next_status = time.monotonic()
+            next_sync = time.monotonic()
             while deadline is None or time.monotonic() < deadline:
                 if proc.poll() is not None:
                     raise DemoError(
                         f"the adapter exited with code {proc.returncode}; log tail:\n{_tail(log_path)}"
                     )
+                if autoscaler is not None and time.monotonic() >= next_sync:
+                    # The fleet's physics runs in wall seconds, so the controller's clock is the wall clock.
+                    autoscaler.sync(time.monotonic())
+                    next_sync += 15.0
                 if time.monotonic() >= next_status:
                     say(status_line(runner.status()))
                     next_status += options.status_every_s

@@ -1,0 +1,254 @@
+"""``simulate``: replay a load trace through the HPA v2 model and compare scaling policies.
+
+Offline (default): every policy on the same trace and the same fleet physics, each HPA synced every 15 s
+of simulated time; prints a table and writes the figures as JSON (and a PNG with ``--plot``). With
+``--live``: one policy in a closed loop against the real server (simulated fleet -> /metrics -> a local
+Prometheus -> ``python -m adapter serve`` -> the HPA model over HTTP -> replicas back to the fleet), on a
+compressed timescale, followed by an offline replay of what the HPA read (see ``adapter.sim.live``).
+
+The trace: the shared ServeGen CSVs are read as they are (``--trace FILE``); any other CSV needs
+``--time-col``/``--value-col`` (the same conventions as ``backtest``: unix seconds or ISO-8601 times,
+``--count`` when the column counts requests per row). The trace is rescaled so that its peak needs
+``--peak-pods`` pods at ``--pod-capacity`` (default: 32 pods of 40 req/s, a fleet of roughly 5-40 pods
+on the shared trace). Every user error is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+_DEFAULT_CAPACITY = 40.0
+_DEFAULT_SERVICE = "120ms"
+_DEFAULT_PEAK_PODS = 32.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``simulate`` subcommand (``func=run``)."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay a load trace through the HPA model and compare scaling policies",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    src = p.add_argument_group("trace")
+    src.add_argument("--trace", type=Path, required=True, help="CSV with the request rate over time")
+    src.add_argument("--time-col", help="time column (unix seconds or ISO-8601); default: the shared layout")
+    src.add_argument("--value-col", help="request-rate column (req/s; see --count)")
+    src.add_argument("--gap-col", help="column that is 1 in collection gaps")
+    src.add_argument("--count", action="store_true", help="the value column counts requests per row")
+    src.add_argument(
+        "--peak-pods",
+        type=float,
+        default=None,
+        help=f"scale the trace so its peak needs this many pods (default {_DEFAULT_PEAK_PODS:g})",
+    )
+    src.add_argument("--peak-rps", type=float, default=None, help="or: scale the trace peak to this rate")
+    src.add_argument("--start", default="0", help="start this far into the trace, e.g. 6h or 2d (default 0)")
+    src.add_argument("--duration", default=None, help="simulate this long, e.g. 5h or 14d (default: all)")
+    src.add_argument("--days", type=float, default=None, help="shorthand for --duration <days>d")
+    hpa = p.add_argument_group("autoscaler")
+    hpa.add_argument("--hpa", type=Path, required=True, help="autoscaling/v2 HPA manifest (behavior, bounds)")
+    hpa.add_argument(
+        "--policy",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="cpu, gpu, queue, composite, boosted[:MODEL], hpa; any but hpa may end in @TARGET "
+        "(repeatable; default: the five comparison policies)",
+    )
+    hpa.add_argument("--min-pods", type=int, default=None, help="override spec.minReplicas")
+    hpa.add_argument("--max-pods", type=int, default=None, help="override spec.maxReplicas")
+    hpa.add_argument(
+        "--catalog",
+        type=Path,
+        default=None,
+        help="metric catalog YAML (composite terms, forecast); default: the embedded one",
+    )
+    fleet = p.add_argument_group("fleet physics (the same for every policy)")
+    fleet.add_argument(
+        "--pod-capacity",
+        type=float,
+        default=_DEFAULT_CAPACITY,
+        help=f"requests/s one pod completes at a full batch (default {_DEFAULT_CAPACITY:g})",
+    )
+    fleet.add_argument(
+        "--service-time",
+        default=_DEFAULT_SERVICE,
+        help=f"mean request time in a lightly loaded batch (default {_DEFAULT_SERVICE})",
+    )
+    fleet.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
+    fleet.add_argument("--load-time", default="90s..180s", help="model-load delay range of a new pod")
+    fleet.add_argument("--drain-timeout", default="120s", help="terminationGracePeriod of a deleted pod")
+    fleet.add_argument("--gpus-per-pod", type=int, default=2, choices=[1, 2, 4, 8])
+    fleet.add_argument(
+        "--initial-pods",
+        type=int,
+        default=None,
+        help="ready pods at the start (default: the starting load at 80 %% of capacity)",
+    )
+    fleet.add_argument("--seed", type=int, default=0)
+    p.add_argument("--slo-p99", default="0.8s", help="P99 latency SLO (default 0.8s)")
+    p.add_argument("--workers", type=int, default=0, help="processes for the policies (default: CPUs)")
+    p.add_argument("--json", required=True, type=Path, help="write the figures here")
+    p.add_argument("--plot", type=Path, help="also write a PNG of replicas and load over time")
+    live = p.add_argument_group("closed loop against the real server (--live)")
+    live.add_argument(
+        "--live", action="store_true", help="run one policy against a real Prometheus + adapter"
+    )
+    live.add_argument(
+        "--speed", type=float, default=20.0, help="simulated seconds per wall second in --live (default 20)"
+    )
+    live.add_argument(
+        "--scrape-interval", default="500ms", help="Prometheus scrape interval in --live (wall)"
+    )
+    p.set_defaults(func=run)
+
+
+def _load_trace(args: argparse.Namespace) -> Any:
+    import numpy as np
+
+    from adapter.cli.backtest import load_csv
+    from adapter.sim.trace import DEFAULT_SUSPECT_FRACTION, RateTrace, load_trace
+
+    if args.time_col is None and args.value_col is None:
+        return load_trace(args.trace)
+    if args.value_col is None:
+        raise ValueError("--time-col needs --value-col")
+    series = load_csv(
+        args.trace, value_col=args.value_col, time_col=args.time_col, gap_col=args.gap_col, count=args.count
+    )
+    values = np.asarray(series.values, dtype=np.float64)
+    known = values[np.isfinite(values)]
+    if known.size == 0:
+        raise ValueError(f"{args.trace}: no usable value in column {args.value_col!r}")
+    # The same rule as load_trace: windows far below the median sit next to gaps and are not trusted.
+    with np.errstate(invalid="ignore"):
+        suspect = np.isfinite(values) & (values < DEFAULT_SUSPECT_FRACTION * float(np.median(known)))
+    return RateTrace(step_s=series.step_s, rates=values, suspect=suspect, start_s=float(series.timestamps[0]))
+
+
+def _load_range(text: str) -> tuple[float, float]:
+    from adapter.cli.backtest import parse_duration
+
+    low, sep, high = text.partition("..")
+    a = parse_duration(low)
+    b = parse_duration(high) if sep else a
+    if b < a:
+        raise ValueError(f"--load-time {text!r}: the range must go from low to high")
+    return a, b
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the simulate command: 0 on success, 2 (one line on stderr) on a user error, 1 if --live failed."""
+    import logging
+
+    from adapter.cli.backtest import CliError, parse_duration
+    from adapter.errors import ConfigError
+    from adapter.sim.simulate import SimulationError
+
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        return _run(args, parse_duration)
+    except (CliError, ConfigError, SimulationError, ValueError, OSError) as exc:
+        print(f"simulate: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, parse_duration: Any) -> int:
+    from dataclasses import replace
+
+    from adapter.hpa.spec import HPASpecError, load_hpa
+    from adapter.settings import load_catalog
+    from adapter.sim.fleet import Deployment, FleetConfig
+    from adapter.sim.policies import POLICY_NAMES, build_policies
+    from adapter.sim.report import table, write_json, write_plot
+    from adapter.sim.simulate import SimulationConfig, simulate
+    from adapter.sim.trace import ScaledTrace
+
+    catalog = load_catalog(args.catalog)
+    try:
+        base = load_hpa(args.hpa)
+    except HPASpecError as exc:
+        raise ValueError(f"{args.hpa}: {exc}") from None
+    if args.min_pods is not None or args.max_pods is not None:
+        base = replace(
+            base,
+            min_replicas=args.min_pods if args.min_pods is not None else base.min_replicas,
+            max_replicas=args.max_pods if args.max_pods is not None else base.max_replicas,
+        )
+    names = args.policy or (["boosted"] if args.live else list(POLICY_NAMES))
+    policies = build_policies(names, base, catalog)
+    service = parse_duration(args.service_time)
+    fleet = FleetConfig(
+        deployment=Deployment(name=base.scale_target.name or "llm", namespace=base.namespace),
+        gpus_per_pod=args.gpus_per_pod,
+        capacity_rps=args.pod_capacity,
+        base_service_s=service,
+        latency_sigma=args.latency_sigma,
+        load_delay_s=_load_range(args.load_time),
+        drain_timeout_s=parse_duration(args.drain_timeout),
+        substep_s=min(0.5, service),
+        seed=args.seed,
+    )
+    trace = _load_trace(args)
+    if args.peak_rps is not None and args.peak_pods is not None:
+        raise ValueError("give --peak-pods or --peak-rps, not both")
+    peak = (
+        args.peak_rps
+        if args.peak_rps is not None
+        else (args.peak_pods or _DEFAULT_PEAK_PODS) * args.pod_capacity
+    )
+    scaled = ScaledTrace(trace, peak_rps=peak)
+    offset = 0.0 if args.start.strip() in ("0", "") else parse_duration(args.start)
+    if args.days is not None and args.duration is not None:
+        raise ValueError("give --duration or --days, not both")
+    duration = (
+        args.days * 86_400.0
+        if args.days is not None
+        else (parse_duration(args.duration) if args.duration else None)
+    )
+    sync = 15.0
+    start = math.floor((trace.start_s + offset) / sync) * sync
+    config = SimulationConfig(
+        fleet=fleet,
+        slo_p99_s=parse_duration(args.slo_p99),
+        start_s=start,
+        duration_s=duration,
+        initial_replicas=args.initial_pods,
+    )
+    if args.live:
+        from adapter.sim.live import LiveOptions, run_live_command
+
+        if len(policies) != 1:
+            raise ValueError("--live runs exactly one policy: pass one --policy")
+        if duration is None:
+            raise ValueError("--live needs --duration (it runs in wall time, compressed by --speed)")
+        options = LiveOptions(
+            speed=args.speed,
+            scrape_interval_s=parse_duration(args.scrape_interval),
+            catalog_path=args.catalog,
+        )
+        return run_live_command(
+            policies[0], scaled, config, catalog, options, json_path=args.json, plot_path=args.plot
+        )
+    workers = args.workers or min(os.cpu_count() or 1, len(policies))
+
+    def progress(name: str) -> None:
+        print(f"simulate: {name} done", file=sys.stderr, flush=True)
+
+    result = simulate(policies, scaled, config, catalog, workers=workers, progress=progress)
+    write_json(result, args.json)
+    if args.plot is not None:
+        write_plot(result, args.plot)
+    print(table(result))
+    hours = float(result.inputs["duration_s"]) / 3600.0  # type: ignore[arg-type]
+    print(
+        f"\n{hours:g} simulated hours, {len(policies)} polic{'ies' if len(policies) > 1 else 'y'}, "
+        f"{result.runtime_s:.0f} s "
+        f"({workers} worker{'s' if workers > 1 else ''})"
+    )
+    return 0
