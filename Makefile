@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SYSPKGS := prometheus victoria-metrics wrk
 
-.PHONY: demo test sysdeps venv bench clean image
+.PHONY: demo test sysdeps venv bench lint clean image
 
 # Debian packages the demo and the tests run for real (installed only when missing).
 sysdeps:
@@ -33,6 +33,11 @@ demo: sysdeps venv
 
 test: sysdeps venv
 	$(BIN)/python -m pytest -q
+
+lint: venv
+	$(BIN)/pip install -q -e '.[test,dev]'
+	$(BIN)/ruff check adapter tests benchmarks
+	$(BIN)/mypy adapter
 
 bench: sysdeps venv
 	$(BIN)/python benchmarks/latency.py

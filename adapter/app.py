@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from adapter.api.storage import Storage
-from adapter.observability import Observability
 from adapter.auth.middleware import AuthMiddleware
 from adapter.auth.setup import Security
+from adapter.observability import Observability
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricsProvider
 from adapter.provider.prometheus import PrometheusProvider

@@ -228,7 +228,7 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef]) -> ForecastDe
     _require(base in composites, f"{where}.base", f"{base!r} is not a composite of this catalog")
     load = _parse_metric("forecast_load", {"query": _str(entry, "load_query", where), "window": entry.get("window"),
                                            "reduce": "sum", "objects": "sum"})
-    durations = {}
+    durations: dict[str, float] = {}
     for key, default in (("step", "5m"), ("forget_after", "1h")):
         text = entry.get(key, default)
         try:
@@ -236,9 +236,9 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef]) -> ForecastDe
         except ValueError as exc:
             raise ConfigError(f"{where}.{key}: {exc}") from None
         _require(durations[key] > 0, f"{where}.{key}", "must be > 0")
-    ints = {}
-    for key, default, low in (("history_points", 120, 10), ("horizon_steps", 6, 1)):
-        value = entry.get(key, default)
+    ints: dict[str, int] = {}
+    for key, int_default, low in (("history_points", 120, 10), ("horizon_steps", 6, 1)):
+        value = entry.get(key, int_default)
         _require(isinstance(value, int) and not isinstance(value, bool) and value >= low, f"{where}.{key}",
                  f"an integer >= {low}")
         ints[key] = int(value)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tempfile
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -119,7 +119,8 @@ def main() -> int:
     print(f"\n`{' '.join(['python', 'benchmarks/latency.py', *sys.argv[1:]])}` "
           f"({args.backend}, {args.requests} requests per size, sequential, loopback, adapter answer cache "
           f"{'off' if args.cache_ttl == 0 else f'{args.cache_ttl:g} s'}; pod membership cached 10 s)\n")
-    print("| pods × 8 GPUs | adapter p50 ms | adapter p99 ms | raw PromQL p50 ms | raw p99 ms | p50 ratio | p99 ratio |")
+    print("| pods × 8 GPUs | adapter p50 ms | adapter p99 ms | raw PromQL p50 ms | raw p99 ms | p50 ratio "
+          "| p99 ratio |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n, ap50, ap99, rp50, rp99 in rows:
         print(f"| {n} | {ap50:.1f} | {ap99:.1f} | {rp50:.1f} | {rp99:.1f} | {ap50 / rp50:.2f} | {ap99 / rp99:.2f} |")

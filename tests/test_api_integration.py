@@ -112,7 +112,7 @@ def test_single_pod_deployment_and_namespace(scenario, version: str) -> None:
             (item,) = r.json()["items"]
             assert _close(_value(item), want), (metric, pod.name)
 
-        def combined(members: list[PodSpec]) -> float:
+        def combined(members: list[PodSpec], metric: str = metric) -> float:
             values = [v for v in (expected(p, metric) for p in members) if v is not None]
             rule = rules.get(metric)
             return rule(values) if rule else sum(values) / len(values)

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from adapter.auth.authn import RequestHeaderConfig, load_pem_certs
 from adapter.auth.user import Attributes, UserInfo
@@ -27,9 +27,10 @@ def api_client_from(kubeconfig: str | None) -> k8s.ApiClient:
     """In-cluster when running in a pod (and no kubeconfig given), else the kubeconfig."""
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         cfg = k8s.Configuration()
-        k8s_config.load_incluster_config(client_configuration=cfg)
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         return k8s.ApiClient(cfg)
-    return k8s_config.new_client_from_config(config_file=kubeconfig)
+    client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    return client
 
 
 def _or_none(value: str) -> str | None:

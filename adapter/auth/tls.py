@@ -63,7 +63,7 @@ class CertReloader:
         self.reloads = 0
 
     def _stat(self) -> dict[str, float]:
-        out = {}
+        out: dict[str, float] = {}
         for p in self.files.paths():
             try:
                 out[p] = os.stat(p).st_mtime_ns
@@ -125,7 +125,7 @@ class PeerCertProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.scope["extensions"] = {"tls": {"client_cert_der": self._peer_der}}  # type: ignore[typeddict-unknown-key]
+        self.scope["extensions"] = {"tls": {"client_cert_der": self._peer_der}}
 
 
 class TLSConfig(uvicorn.Config):

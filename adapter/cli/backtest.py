@@ -375,7 +375,8 @@ def write_plot(result: dict[str, Any], path: Path) -> None:
         return "n/a" if x is None else f"{100 * x:.1f}%"
 
     ax.set_title(
-        f"{result['model']}: WAPE {pct(result['wape'])} (persistence {pct(result['baselines']['persistence']['wape'])}),"
+        f"{result['model']}: WAPE {pct(result['wape'])} "
+        f"(persistence {pct(result['baselines']['persistence']['wape'])}),"
         f" horizon {result['horizon_s'] / 60:g} min"
     )
     ax.set_xlabel("hours since the start of the test period")

@@ -70,7 +70,8 @@ def security_from(args: argparse.Namespace) -> Security:
     if not (args.tls_cert_file and args.tls_private_key_file):
         raise ConfigError("HTTPS needs --tls-cert-file and --tls-private-key-file (make them with "
                           "`python -m adapter certs`), or pass --insecure-plain-http for local plain HTTP")
-    use_cluster = not args.no_kubernetes_auth and bool(args.auth_kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    use_cluster = not args.no_kubernetes_auth and bool(args.auth_kubeconfig or in_cluster)
     opts = SecurityOptions(
         tls=TLSFiles(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file,
                      args.requestheader_client_ca_file),

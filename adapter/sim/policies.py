@@ -111,7 +111,8 @@ class PodView:
 def design_hpa(
     *, namespace: str, deployment: str, metric: str = "llm_composite_load_boosted", max_replicas: int = 40
 ) -> HPASpec:
-    """The HPA the design ships (``apiservice-manifests/examples/vllm-hpa.yaml``) for ``namespace/deployment``: Pods ``metric``
+    """The HPA the design ships (``apiservice-manifests/examples/vllm-hpa.yaml``) for ``namespace/deployment``:
+    Pods ``metric``
     averageValue 1, minReplicas 1; scale up 2 pods per 30 s after 60 s, down 20 % per 60 s after 300 s."""
     manifest = {
         "apiVersion": "autoscaling/v2",

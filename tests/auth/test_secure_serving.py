@@ -23,7 +23,7 @@ from adapter.certs import make_ca, make_client_cert, make_serving_cert
 from adapter.settings import Settings
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
-from tests.support.fake_kube import FakeKube, FakeHandler, FakeRequest
+from tests.support.fake_kube import FakeHandler, FakeKube, FakeRequest
 from tests.support.fleet_data import PodSpec, build
 
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
@@ -138,7 +138,8 @@ def test_front_proxy_user_is_authorized_by_a_review_with_the_spec_attributes(pki
 @pytest.mark.parametrize("path,attrs", [
     ("/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/deployments.apps/web/qps",
      {"resourceAttributes": {"namespace": "default", "verb": "get", "group": "custom.metrics.k8s.io",
-                             "version": "v1beta1", "resource": "deployments.apps", "subresource": "qps", "name": "web"}}),
+                             "version": "v1beta1", "resource": "deployments.apps", "subresource": "qps",
+                             "name": "web"}}),
     ("/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/metrics/queue_len",
      {"resourceAttributes": {"namespace": "default", "verb": "get", "group": "custom.metrics.k8s.io",
                              "version": "v1beta1", "resource": "metrics", "name": "queue_len"}}),
@@ -210,7 +211,8 @@ def test_masters_skip_the_review_and_decisions_are_cached(pki, secure) -> None:
                                           ).status_code == 200
     assert policy.reviews == []
     for _ in range(3):
-        assert client(pki, "front_proxy").get(url + pods_path(ns), headers=[("X-Remote-User", "dave")]).status_code == 200
+        r = client(pki, "front_proxy").get(url + pods_path(ns), headers=[("X-Remote-User", "dave")])
+        assert r.status_code == 200
     assert len(policy.reviews) == 1
 
 

@@ -389,7 +389,8 @@ def test_cli_bad_input_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureF
 def test_python_dash_m_adapter_certs(tmp_path: Path) -> None:
     # The documented invocation, in a fresh interpreter.
     proc = subprocess.run([sys.executable, "-m", "adapter", "certs", "--out", str(tmp_path / "c"),
-                           "--service", SVC, "--namespace", NS], check=False, capture_output=True, text=True, timeout=60,
+                           "--service", SVC, "--namespace", NS], check=False, capture_output=True, text=True,
+                          timeout=60,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == (tmp_path / "c" / "ca-bundle.b64").read_text().strip()

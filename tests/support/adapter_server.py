@@ -15,7 +15,6 @@ from adapter.devservers import free_port
 from adapter.server import make_server
 from adapter.settings import Settings
 
-
 # url -> the ASGI app serving it (tests inspect app.state, e.g. the event loop's tasks)
 APPS: dict[str, Any] = {}
 
