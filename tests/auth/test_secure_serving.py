@@ -300,3 +300,35 @@ def test_kubectl_reads_a_metric_over_https_with_the_front_proxy_certificate(pki,
         assert done.returncode == 0, done.stderr
         assert [i["describedObject"]["name"] for i in json.loads(done.stdout)["items"]] == ["web-6f7d8c9b5-bbbb1"]
         assert {r["spec"]["user"] for r in policy.reviews} == {"front-proxy-client"}  # (+ /version from the dispatcher)
+
+
+def test_request_header_ca_rotates_without_restart(pki, prometheus, tmp_path) -> None:
+    """Replacing the front-proxy CA file: the new CA's client is trusted, the old one no longer vouches."""
+    d, files, _ = pki
+    old_ca, new_ca = make_ca("fp-old"), make_ca("fp-new")
+    ca_file = tmp_path / "front-proxy-ca.crt"
+    ca_file.write_bytes(old_ca.cert_pem())
+    old_client = write(make_client_cert(old_ca, "front-proxy-client"), tmp_path, "old-client")
+    new_client = write(make_client_cert(new_ca, "front-proxy-client"), tmp_path, "new-client")
+    security = Security(SecurityOptions(tls=TLSFiles(*files["serving"], requestheader_ca_file=str(ca_file)),
+                                        allowed_names=("front-proxy-client",), use_cluster=False))
+    masters = [("X-Remote-User", "ops"), ("X-Remote-Group", "system:masters")]
+
+    def status(cert: tuple[str, str]) -> int:
+        ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
+        ctx.load_cert_chain(*cert)
+        try:
+            return httpx.get(url + "/apis/custom.metrics.k8s.io/v1beta2", headers=masters, verify=ctx,
+                             timeout=10).status_code
+        except httpx.TransportError:
+            return 0  # refused in the handshake
+
+    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")
+    with running_adapter(settings, security=security) as url:
+        assert status(old_client) == 200
+        assert status(new_client) == 0  # not trusted yet: the handshake refuses it
+        time.sleep(0.01)
+        ca_file.write_bytes(new_ca.cert_pem())
+        assert security.reloader.check()
+        assert status(new_client) == 200
+        assert status(old_client) == 401  # the old CA's certificate no longer vouches for X-Remote-*

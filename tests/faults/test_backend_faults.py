@@ -125,9 +125,9 @@ def test_slow_beyond_the_timeout(own_backend: TestBackend) -> None:
 @pytest.mark.parametrize("mode,words", [("http500", "HTTP 500"), ("http503", "HTTP 503"),
                                         ("garbage", "not JSON"), ("truncated", "not JSON"),
                                         ("wrong_shape", "malformed")])
-def test_bad_answers_are_503_and_recovery(prometheus: TestBackend, mode: str, words: str) -> None:
-    now = loaded(prometheus)
-    with FaultProxy(prometheus.url) as proxy, adapter(proxy.url, "prometheus", now) as url:
+def test_bad_answers_are_503_and_recovery(backend: TestBackend, mode: str, words: str) -> None:
+    now = loaded(backend)
+    with FaultProxy(backend.url) as proxy, adapter(proxy.url, backend.kind, now) as url:
         assert_real_values(get(url + PATH))
         proxy.mode = mode
         assert_503(get(url + PATH), words)

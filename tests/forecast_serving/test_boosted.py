@@ -163,3 +163,21 @@ def test_a_slow_fit_never_holds_a_request(prometheus: TestBackend, ramp, monkeyp
             release.set()
     finally:
         release.set()
+
+
+def test_a_forecast_older_than_two_steps_is_not_applied() -> None:
+    """Staleness is judged at read time: a healthy forecast whose step is more than two steps behind the
+    clock gives boost 1 with reason "stale" (no backend involved: the state is set directly)."""
+    clock = [10_000.0 * 300]
+    spec = load_catalog(None).forecast
+    service = workloads.ForecastService(spec, load_catalog(None), client=None, clock=lambda: clock[0])  # type: ignore[arg-type]
+    key = workloads.WorkloadKey("ns", ("llama",))
+    service.touch(key)
+    state = workloads.ForecastState(step_ts=clock[0], current=10.0, forecast=np.array([20.0] * 6), model="ar",
+                                    reason="ok", boost=2.0)
+    service._workloads[key].state = state
+    assert service.boost(key) == (2.0, "ok")
+    clock[0] += 2 * spec.step_s
+    assert service.boost(key) == (2.0, "ok")  # two steps old: still applied
+    clock[0] += spec.step_s + 1
+    assert service.boost(key) == (1.0, "stale")
