@@ -29,6 +29,7 @@ from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS, 
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.settings import Catalog, ForecastDef
+from adapter.tasks import BackgroundLoop
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +145,7 @@ class ForecastService:
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
         self._owns_executor = executor is None
         self._workloads: dict[WorkloadKey, _Workload] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
-        self.loop_failures = 0
+        self._loop = BackgroundLoop("forecast-refresh", self.refresh_due, tick_s, self._loop_failed, log)
         self.observer = observer
         for ns, dep in spec.workloads:
             self._workloads[WorkloadKey(ns, (dep,))] = _Workload(last_seen=math.inf)
@@ -157,7 +156,7 @@ class ForecastService:
         w = self._workloads.get(key)
         if w is None:
             self._workloads[key] = _Workload(last_seen=self.clock())
-            self._wake.set()
+            self._loop.wake()
         elif w.last_seen != math.inf:
             w.last_seen = self.clock()
 
@@ -247,32 +246,18 @@ class ForecastService:
         if due:
             await asyncio.gather(*(self.refresh(k) for k in due))
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.refresh_due()
-            except Exception:  # guarded: a bug here must not kill forecasting for good
-                self.loop_failures += 1
-                if self.observer is not None:
-                    self.observer.failed("loop")
-                log.exception("forecast refresh loop failed")
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.tick_s)
-            except TimeoutError:
-                pass
+    def _loop_failed(self) -> None:
+        if self.observer is not None:
+            self.observer.failed("loop")
+
+    @property
+    def loop_failures(self) -> int:
+        return self._loop.failures
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="forecast-refresh")
+        self._loop.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._loop.stop()
         if self._owns_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)

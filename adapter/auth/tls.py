@@ -20,6 +20,8 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from adapter.tasks import BackgroundLoop
+
 log = logging.getLogger(__name__)
 
 
@@ -59,7 +61,7 @@ class CertReloader:
         self.on_ca_change = on_ca_change
         self.interval_s = interval_s
         self._mtimes = self._stat()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop("cert-reloader", self._poll, interval_s, log=log)
         self.reloads = 0
 
     def _stat(self) -> dict[str, float]:
@@ -94,23 +96,14 @@ class CertReloader:
         log.info("reloaded TLS files: %s", ", ".join(sorted(changed)))
         return True
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            self.check()
+    async def _poll(self) -> None:
+        self.check()
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="cert-reloader")
+        self._loop.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._loop.stop()
 
 
 class PeerCertProtocol(HttpToolsProtocol):
