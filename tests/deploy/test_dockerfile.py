@@ -234,8 +234,11 @@ def test_make_image_builds_the_versioned_tag() -> None:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     # -n: print the commands without running them (no Docker engine here).
-    proc = subprocess.run(["make", "-n", "image"], cwd=REPO, check=False, capture_output=True, text=True,
-                          timeout=60)
+    # Under `make test` (CI) the parent make's MAKEFLAGS/MAKELEVEL would make this one print
+    # "Entering directory" lines: run it as a top-level make.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "image"], cwd=REPO, check=False,
+                          capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert proc.stdout.strip() == f"docker build -t llm-hpa-adapter:{version} ."
