@@ -41,7 +41,7 @@ def make_pod_source(settings: Settings, client: PromClient, clock: Callable[[], 
         return KubernetesPodSource(kubeconfig=settings.kubeconfig)
     from adapter.pods.prometheus import PrometheusPodSource
 
-    return PrometheusPodSource(client, settings.catalog, clock)
+    return PrometheusPodSource(client, settings.catalog, clock, ttl_s=settings.pod_cache_ttl_s)
 
 
 def create_app(settings: Settings, *, provider: MetricsProvider | None = None,

@@ -141,6 +141,7 @@ class Settings:
     query_timeout_s: float = 5.0
     max_upstream_concurrency: int = 32
     forecast_tick_s: float = 5.0   # how often the background loop looks for workloads due a refit
+    pod_cache_ttl_s: float = 10.0  # kube-state-metrics pod membership answers are reused this long
 
 
 def _require(cond: bool, where: str, msg: str) -> None:

@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "series (auto: kubernetes when in a cluster or a kubeconfig exists)")
     p.add_argument("--kubeconfig", default=None)
     p.add_argument("--query-timeout", type=float, default=5.0, help="seconds per backend query (default 5)")
+    p.add_argument("--pod-cache-ttl", type=float, default=10.0,
+                   help="seconds kube-state-metrics pod membership is reused (pod source prometheus; default 10)")
+    p.add_argument("--forecast-tick", type=float, default=5.0,
+                   help="seconds between looks for workloads due a refit (default 5)")
     p.set_defaults(func=run)
 
 
@@ -92,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(prometheus_url=args.prometheus_url, backend=args.backend,
                         catalog=load_catalog(args.config),
                         pod_source=_pod_source(args.pod_source, args.kubeconfig),  # type: ignore[arg-type]
-                        kubeconfig=args.kubeconfig, query_timeout_s=args.query_timeout)
+                        kubeconfig=args.kubeconfig, query_timeout_s=args.query_timeout,
+                        pod_cache_ttl_s=args.pod_cache_ttl, forecast_tick_s=args.forecast_tick)
     make_server(settings, host=host, port=port, security=security, log_level=args.log_level).run()
     return 0

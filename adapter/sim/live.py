@@ -21,9 +21,9 @@ nothing but what it read over HTTP, and that each decision reached the fleet (th
 is the previous decision). ``compare`` also runs the offline engine over the same span for a side-by-side
 (not identical: live values lag by the scrape interval and the server's PromQL windows).
 
-Known distortion of the compressed clock: the adapter caches pod lists for 10 wall seconds
-(``PrometheusPodSource``), i.e. ``10 x speed`` simulated seconds, so new pods reach its answers later than
-they would in a cluster; the HPA's missing-pod rules then apply to them.
+The adapter's own clocks are compressed too: its answer cache (``cache_ttl_seconds``), its pod-membership
+cache (``--pod-cache-ttl``) and its forecast tick (``--forecast-tick``) are divided by ``speed``, so they hold
+for the same simulated time as in a cluster.
 """
 
 from __future__ import annotations
@@ -109,9 +109,10 @@ def _scaled_duration(text: str, speed: float, where: str) -> tuple[str, float]:
 def scaled_catalog(doc: dict[str, Any], speed: float, scrape_interval_s: float) -> dict[str, Any]:
     """A copy of a catalog document whose time windows cover the same *simulated* time at ``speed``.
 
-    Every metric ``window``, and the forecast's ``window``, ``step`` and ``forget_after``, are divided by
-    ``speed`` (written in ms). Raises ``SimulationError`` when a PromQL window would hold fewer than four
-    scrapes (``rate()`` needs two samples): lower ``speed`` or the scrape interval.
+    Every metric ``window``, the forecast's ``window``, ``step`` and ``forget_after``, and the answer cache's
+    ``cache_ttl_seconds`` are divided by ``speed`` (durations written in ms). Raises ``SimulationError``
+    when a PromQL window would hold fewer than four scrapes (``rate()`` needs two samples): lower ``speed``
+    or the scrape interval.
     """
     out: dict[str, Any] = json.loads(json.dumps(doc))
 
@@ -135,6 +136,7 @@ def scaled_catalog(doc: dict[str, Any], speed: float, scrape_interval_s: float) 
             forecast[key], wall = _scaled_duration(str(text), speed, f"forecast.{key}")
             if key in ("window", "step"):
                 need_scrapes(wall, f"forecast.{key}")
+    out["cache_ttl_seconds"] = float(out.get("cache_ttl_seconds", 0) or 0) / speed
     parse_catalog(out)  # fail here, not in the server's log
     return out
 
@@ -476,6 +478,11 @@ def _server_stack(
             "prometheus",
             "--config",
             str(catalog_path),
+            # The server's own clocks, compressed like everything else (defaults 10 s and 5 s).
+            "--pod-cache-ttl",
+            f"{10.0 / options.speed:g}",
+            "--forecast-tick",
+            f"{5.0 / options.speed:g}",
         ]
         proc = subprocess.Popen(
             command,
