@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +87,3 @@ def parse_matrix(body: bytes, status_code: int = 200) -> list[RangeSeries]:
         return out
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise UpstreamError(f"backend answer is malformed: {exc}") from None
-
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)
