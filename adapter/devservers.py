@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -379,3 +380,76 @@ class VictoriaMetricsProcess(_ServerProcess):
         if self.scrape_configs is not None:
             args.append(f"-promscrape.config={self.config_path}")
         return args
+
+
+def scraping_prometheus(target: str, *, job: str, interval: str) -> PrometheusProcess:
+    """A Prometheus that scrapes one exporter (``host:port``) with ``honor_labels: true``: the target speaks
+    for the workload pods (as the GPU Operator's ServiceMonitor with honorLabels does), so its
+    namespace/pod labels must win over the target's own."""
+    return PrometheusProcess(
+        scrape_configs=[{"job_name": job, "honor_labels": True, "scrape_interval": interval,
+                         "scrape_timeout": interval, "static_configs": [{"targets": [target]}]}],
+        scrape_interval=interval,
+    )
+
+
+class AdapterProcess:
+    """``python -m adapter serve`` as a child process on a loopback port (plain HTTP, kube-state-metrics pod
+    source), for the demo, the live simulation and the benchmarks: the adapter as it is deployed, in a
+    process of its own. Its log goes to ``log_dir/adapter.log``; ``start()`` waits for ``/readyz``."""
+
+    def __init__(self, prometheus_url: str, log_dir: Path, *, port: int | None = None,
+                 extra_args: Sequence[str] = ()) -> None:
+        self.port = port or free_port()
+        self.url = f"http://{LOOPBACK}:{self.port}"
+        self.log_path = Path(log_dir) / "adapter.log"
+        self._command = [sys.executable, "-m", "adapter", "--log-level", "warning", "serve",
+                         "--prometheus-url", prometheus_url, "--bind", f"{LOOPBACK}:{self.port}",
+                         "--insecure-plain-http", "--pod-source", "prometheus", *extra_args]
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Launch and wait until ``/readyz`` answers 200; DevServerError (with the log's tail) otherwise."""
+        with self.log_path.open("wb") as log:
+            # A new session keeps a terminal's Ctrl-C from reaching the child: its owner stops it.
+            self._proc = subprocess.Popen(self._command, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        with httpx.Client(timeout=1.0, trust_env=False) as client:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    raise DevServerError(f"the adapter exited with code {self._proc.returncode}; "
+                                         f"log tail:\n{self._tail()}")
+                try:
+                    if client.get(f"{self.url}/readyz").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass  # not listening yet
+                time.sleep(0.1)
+        raise DevServerError(f"the adapter was not ready at {self.url}/readyz after {timeout:g}s; "
+                             f"log tail:\n{self._tail()}")
+
+    def check_alive(self) -> None:
+        """Raise DevServerError (with the log's tail) if the adapter has exited."""
+        if self._proc is not None and self._proc.poll() is not None:
+            raise DevServerError(f"the adapter exited with code {self._proc.returncode}; log tail:\n{self._tail()}")
+
+    def _tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-_LOG_TAIL_CHARS:] or "(empty)"
+        except OSError as exc:
+            return f"(log unreadable: {exc})"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -11,10 +11,8 @@ machine noise hits both alike, and prints p50/p99 and the ratios.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +23,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.devservers import free_port  # noqa: E402
+from adapter.devservers import AdapterProcess  # noqa: E402
 from adapter.query.promql import any_of, quote  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402
@@ -34,20 +32,6 @@ from tests.support.fleet_data import PodSpec, build  # noqa: E402
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("adapter exited")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("adapter not ready")
 
 
 def catalog_with_ttl(ttl: float) -> str:
@@ -77,16 +61,12 @@ def main() -> int:
                 for i in range(n)]
         backend.load(build(f"bench-{n}", pods, now, idle_gpus=0))
 
-    port = free_port()
-    adapter = subprocess.Popen(
-        [sys.executable, "-m", "adapter", "--log-level", "warning", "serve", "--prometheus-url", backend.url,
-         "--backend", args.backend, "--bind", f"127.0.0.1:{port}", "--insecure-plain-http",
-         "--pod-source", "prometheus", "--config", catalog_with_ttl(args.cache_ttl)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    url = f"http://127.0.0.1:{port}"
+    adapter = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")),
+                             extra_args=["--backend", args.backend, "--config", catalog_with_ttl(args.cache_ttl)])
+    url = adapter.url
     rows = []
     try:
-        wait_ready(url, adapter)
+        adapter.start()
         client = httpx.Client(timeout=30)
         for n in sizes:
             ns = f"bench-{n}"
@@ -112,8 +92,7 @@ def main() -> int:
             rows.append((n, statistics.median(a_times), pct(a_times, 99), statistics.median(r_times),
                          pct(r_times, 99)))
     finally:
-        adapter.terminate()
-        adapter.wait(10)
+        adapter.stop()
         backend.close()
 
     print(f"\n`{' '.join(['python', 'benchmarks/latency.py', *sys.argv[1:]])}` "

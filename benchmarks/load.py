@@ -32,7 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.devservers import free_port  # noqa: E402
+from adapter.devservers import AdapterProcess  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402
 
@@ -46,20 +46,11 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def start_adapter(prom_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "adapter", "--log-level", "warning", "serve", "--prometheus-url",
-                             prom_url, "--bind", f"127.0.0.1:{port}", "--insecure-plain-http",
-                             "--pod-source", "prometheus"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("adapter did not start")
+def start_adapter(prom_url: str) -> AdapterProcess:
+    """The adapter as deployed: its own process, plain HTTP, pods from kube-state-metrics series."""
+    adapter = AdapterProcess(prom_url, Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")))
+    adapter.start()
+    return adapter
 
 
 def load_fleet(backend, pods: int, workloads: int, ns: str) -> list[str]:
@@ -124,21 +115,21 @@ def main() -> int:
         for n in sizes:
             workloads = max(1, min(args.workloads, n // 5)) if args.scaling else args.workloads
             paths = load_fleet(backend, n, workloads, f"load-{n}")
-            proc, url = start_adapter(backend.url)
+            adapter = start_adapter(backend.url)
+            url, pid = adapter.url, adapter.pid or 0
             try:
                 for p in paths[:50]:  # warm: pod membership caches, connections
                     httpx.get(url + p, timeout=60)
-                rss0 = rss_mib(proc.pid)
+                rss0 = rss_mib(pid)
                 # 1,000 HPAs x 3 metrics / 15 s = 200 req/s: 40 connections, each one request per 200 ms.
                 p = run_wrk(url, paths, args.seconds, 40, pace_ms=200)
                 w = run_wrk(url, paths, args.seconds, args.connections)
-                rss1 = rss_mib(proc.pid)
+                rss1 = rss_mib(pid)
                 b50, b99, berr = asyncio.run(burst(url, paths, 200))
-                rss2 = rss_mib(proc.pid)
+                rss2 = rss_mib(pid)
                 rows.append((n, workloads, p, w, (b50, b99, berr), (rss0, rss1, rss2)))
             finally:
-                proc.terminate()
-                proc.wait(10)
+                adapter.stop()
     finally:
         backend.close()
     print(f"\n`python benchmarks/load.py {' '.join(sys.argv[1:])}` (wrk -t2 -c{args.connections} "

@@ -29,7 +29,8 @@ def main() -> int:
     args = ap.parse_args()
     backend = start_backend("prometheus")
     paths = load_fleet(backend, args.pods, args.workloads, "soak")
-    proc, url = start_adapter(backend.url)
+    adapter = start_adapter(backend.url)
+    url, pid = adapter.url, adapter.pid or 0
     phase_s = int(args.minutes * 60 / 3)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -37,7 +38,7 @@ def main() -> int:
 
     def sample() -> None:
         while not stop.is_set():
-            samples.append((time.monotonic() - t0, rss_mib(proc.pid)))
+            samples.append((time.monotonic() - t0, rss_mib(pid)))
             stop.wait(10)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -53,8 +54,7 @@ def main() -> int:
     finally:
         stop.set()
         sampler.join()
-        proc.terminate()
-        proc.wait(10)
+        adapter.stop()
         backend.close()
     print(f"\n`python benchmarks/soak.py {' '.join(sys.argv[1:])}` ({args.pods} pods × 8 GPUs, {args.workloads} "
           f"workloads, 200 req/s paced, backend restarted 5 s into phases 2 and 3)\n")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +42,6 @@ API_PREFIX = "/apis/custom.metrics.k8s.io/v1beta2"
 POD_METRICS = ("llm_composite_load", "gpu_utilization_p90", "inference_queue_depth")
 OBJECT_METRIC = "llm_composite_load"
 DEFAULT_SPEED = 288.0  # a simulated day in 5 wall minutes
-_LOG_TAIL_CHARS = 3000
 
 
 class DemoError(RuntimeError):
@@ -134,42 +132,6 @@ def _wait_for_series(prom_url: str, namespace: str, timeout: float) -> None:
     raise DemoError(f"Prometheus at {prom_url} has not scraped the fleet after {timeout:g}s")
 
 
-def _wait_for_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1.0, trust_env=False) as client:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise DemoError(
-                    f"the adapter exited with code {proc.returncode}; log tail:\n{_tail(log_path)}"
-                )
-            try:
-                if client.get(f"{url}/readyz").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass  # not listening yet
-            time.sleep(0.1)
-    raise DemoError(
-        f"the adapter was not ready at {url}/readyz after {timeout:g}s; log tail:\n{_tail(log_path)}"
-    )
-
-
-def _tail(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")[-_LOG_TAIL_CHARS:] or "(empty)"
-    except OSError as exc:
-        return f"(log unreadable: {exc})"
-
-
-def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @contextlib.contextmanager
 def _sigterm_as_exit() -> Iterator[None]:
     """Turn SIGTERM into SystemExit while the demo runs (main thread only), so cleanup still happens."""
@@ -193,7 +155,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
 
     Every child (exporter threads, Prometheus, the adapter) is stopped before returning, also on error.
     """
-    from adapter.devservers import DevServerError, PrometheusProcess, free_port
+    from adapter.devservers import AdapterProcess, DevServerError, scraping_prometheus
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
@@ -228,19 +190,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             stack.callback(exporter.stop)
 
             interval = f"{options.scrape_interval_s:g}s"
-            prom = PrometheusProcess(
-                scrape_configs=[
-                    {
-                        "job_name": "llm-demo-fleet",
-                        # The target speaks for the workload pods (as the GPU Operator's ServiceMonitor
-                        # with honorLabels: true does), so its namespace/pod labels must win.
-                        "honor_labels": True,
-                        "scrape_interval": interval,
-                        "static_configs": [{"targets": [exporter.target]}],
-                    }
-                ],
-                scrape_interval=interval,
-            )
+            prom = scraping_prometheus(exporter.target, job="llm-demo-fleet", interval=interval)
             stack.callback(prom.close)
             prom.start()
             say(
@@ -251,26 +201,12 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             say(f"prometheus      {prom.url}  (scrapes every {interval}, honor_labels: true)")
             _wait_for_series(prom.url, options.namespace, timeout=30.0)
 
-            port = options.port or free_port()
-            server = f"http://127.0.0.1:{port}"
             logdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="llm-hpa-demo-")))
-            log_path = logdir / "adapter.log"
-            log_file = stack.enter_context(log_path.open("wb"))
-            command = [
-                sys.executable, "-m", "adapter", "serve",
-                "--prometheus-url", prom.url,
-                "--bind", f"127.0.0.1:{port}",
-                "--insecure-plain-http",
-                "--pod-source", "prometheus",
-            ]  # fmt: skip
-            # A new session keeps a terminal's Ctrl-C from reaching the child: we stop it ourselves.
-            proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-            stack.callback(_terminate, proc)
-            _wait_for_ready(server, proc, log_path, options.ready_timeout_s)
-            say(f"adapter         {server}  (log: {log_path})")
+            adapter = AdapterProcess(prom.url, logdir, port=options.port)
+            stack.callback(adapter.stop)
+            adapter.start(options.ready_timeout_s)
+            server = adapter.url
+            say(f"adapter         {server}  (log: {adapter.log_path})")
             say()
             say("Ready. Try:")
             for path in metric_paths(options.namespace, options.deployment):
@@ -302,10 +238,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             next_status = time.monotonic()
             next_sync = time.monotonic()
             while deadline is None or time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise DemoError(
-                        f"the adapter exited with code {proc.returncode}; log tail:\n{_tail(log_path)}"
-                    )
+                adapter.check_alive()
                 if autoscaler is not None and time.monotonic() >= next_sync:
                     # The fleet's physics runs in wall seconds, so the controller's clock is the wall clock.
                     autoscaler.sync(time.monotonic())

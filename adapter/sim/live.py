@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import subprocess
 import sys
 import tempfile
 import time
@@ -386,45 +385,13 @@ class _SimClock:
         return self.wall_start + (sim - self.sim_start) / self.speed
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1.0, trust_env=False) as client:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SimulationError(f"the adapter exited with code {proc.returncode}: {_tail(log_path)}")
-            try:
-                if client.get(f"{url}/readyz").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-    raise SimulationError(f"the adapter was not ready after {timeout:g}s: {_tail(log_path)}")
-
-
-def _tail(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")[-2000:] or "(empty log)"
-    except OSError as exc:
-        return f"(log unreadable: {exc})"
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @contextlib.contextmanager
 def _server_stack(
     fleet: Fleet, trace: ScaledTrace, clock: _SimClock, catalog_doc: dict[str, Any], options: LiveOptions
 ) -> Iterator[tuple[Any, str]]:
     """Exporter + Prometheus + adapter around ``fleet``; yields (runner, adapter URL). Stops all on exit."""
     from adapter.demo.exporter import FleetRunner, MetricsExporter
-    from adapter.devservers import PrometheusProcess, free_port
+    from adapter.devservers import AdapterProcess, DevServerError, scraping_prometheus
 
     say = options.log or (lambda _text: None)
     with contextlib.ExitStack() as stack:
@@ -441,58 +408,23 @@ def _server_stack(
         exporter.start()
         stack.callback(exporter.stop)
         interval = f"{max(1, round(options.scrape_interval_s * 1000))}ms"
-        prom = PrometheusProcess(
-            scrape_configs=[
-                {
-                    "job_name": "llm-sim-fleet",
-                    "honor_labels": True,
-                    "scrape_interval": interval,
-                    "scrape_timeout": interval,
-                    "static_configs": [{"targets": [exporter.target]}],
-                }
-            ],
-            scrape_interval=interval,
-        )
+        prom = scraping_prometheus(exporter.target, job="llm-sim-fleet", interval=interval)
         stack.callback(prom.close)
-        prom.start()
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="llm-hpa-simulate-")))
         catalog_path = workdir / "catalog.yaml"
         catalog_path.write_text(yaml.safe_dump(catalog_doc, sort_keys=False), encoding="utf-8")
-        log_path = workdir / "adapter.log"
-        log_file = stack.enter_context(log_path.open("wb"))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        command = [
-            sys.executable,
-            "-m",
-            "adapter",
-            "--log-level",
-            "warning",
-            "serve",
-            "--prometheus-url",
-            prom.url,
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--insecure-plain-http",
-            "--pod-source",
-            "prometheus",
-            "--config",
-            str(catalog_path),
+        try:
+            prom.start()
             # The server's own clocks, compressed like everything else (defaults 10 s and 5 s).
-            "--pod-cache-ttl",
-            f"{10.0 / options.speed:g}",
-            "--forecast-tick",
-            f"{5.0 / options.speed:g}",
-        ]
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        stack.callback(_stop, proc)
-        _wait_ready(url, proc, log_path, options.ready_timeout_s)
+            adapter = AdapterProcess(prom.url, workdir, extra_args=[
+                "--config", str(catalog_path),
+                "--pod-cache-ttl", f"{10.0 / options.speed:g}",
+                "--forecast-tick", f"{5.0 / options.speed:g}"])
+            stack.callback(adapter.stop)
+            adapter.start(options.ready_timeout_s)
+        except DevServerError as exc:
+            raise SimulationError(str(exc)) from None
+        url = adapter.url
         say(f"live: exporter {exporter.url}, prometheus {prom.url} (scrape {interval}), adapter {url}")
         yield runner, url
 
