@@ -1,8 +1,16 @@
-"""Parsing of Prometheus HTTP API answers (pure). Anything unexpected is an UpstreamError."""
+"""Parsing of Prometheus HTTP API answers (pure). Anything unexpected is an UpstreamError.
+
+A partial answer is never parsed as a complete one: VictoriaMetrics' ``isPartial: true`` and any ``warnings``
+(Prometheus: a failed remote-read or other secondary store; Thanos: an unreachable StoreAPI with partial responses
+allowed) raise ``PartialAnswer``. Big answers (over ``_BIG_ANSWER`` bytes) are decoded item by item, so a caller
+that parses them in a worker thread (``PromClient`` does) lets the event loop run between items: one
+``json.loads`` of the whole body would hold the GIL for its entire run (seconds for tens of MB).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +40,77 @@ def _float(raw: Any) -> float:
     return float(raw)
 
 
+class BackendAnswerError(UpstreamError):
+    """The backend answered, but not with data we may serve. ``log_detail`` (the backend's own words, which may
+    name internal addresses) is for the adapter's log only; the message is what the client sees."""
+
+    def __init__(self, message: str, log_detail: str) -> None:
+        super().__init__(message)
+        self.log_detail = log_detail
+
+
+class PartialAnswer(BackendAnswerError):
+    """The backend said its answer is incomplete."""
+
+
+_BIG_ANSWER = 256 * 1024
+_WS = re.compile(r"[ \t\n\r]*")
+# Where the bulk of an answer sits: the top object, its data object, and data.result (vector or matrix items).
+_SPLIT = {(): "{", ("data",): "{", ("data", "result"): "["}
+_DECODER = json.JSONDecoder()
+
+
+def _skip(text: str, pos: int) -> int:
+    return _WS.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+
+
+def _decode(text: str, pos: int, path: tuple[str, ...]) -> tuple[Any, int]:
+    """The JSON value at ``pos`` (no leading whitespace) and the position after it; containers on ``_SPLIT``
+    paths are walked here, one member or item per ``raw_decode`` call."""
+    opener = _SPLIT.get(path)
+    if opener is None or text[pos:pos + 1] != opener:
+        return _DECODER.raw_decode(text, pos)
+    closer = "}" if opener == "{" else "]"
+    obj: dict[str, Any] = {}
+    items: list[Any] = []
+    pos = _skip(text, pos + 1)
+    if text[pos:pos + 1] == closer:
+        return (obj if opener == "{" else items), pos + 1
+    while True:
+        if opener == "{":
+            key, pos = _DECODER.raw_decode(text, pos)
+            if not isinstance(key, str):
+                raise ValueError("object key is not a string")
+            pos = _skip(text, pos)
+            if text[pos:pos + 1] != ":":
+                raise ValueError("expected ':'")
+            obj[key], pos = _decode(text, _skip(text, pos + 1), (*path, key))
+        else:
+            item, pos = _DECODER.raw_decode(text, pos)
+            items.append(item)
+        pos = _skip(text, pos)
+        sep = text[pos:pos + 1]
+        if sep == closer:
+            return (obj if opener == "{" else items), pos + 1
+        if sep != ",":
+            raise ValueError(f"expected ',' or {closer!r} at {pos}")
+        pos = _skip(text, pos + 1)
+
+
+def loads(body: bytes) -> Any:
+    """``json.loads(body)``; bodies over ``_BIG_ANSWER`` bytes are walked member by member (see module doc)."""
+    if len(body) < _BIG_ANSWER:
+        return json.loads(body)
+    text = body.decode("utf-8")
+    value, end = _decode(text, _skip(text, 0), ())
+    if _skip(text, end) != len(text):
+        raise ValueError("extra data after the JSON document")
+    return value
+
+
 def _data(body: bytes, status_code: int) -> dict[str, Any]:
     try:
-        doc = json.loads(body)
+        doc = loads(body)
     except (ValueError, UnicodeDecodeError):
         raise UpstreamError(f"backend answered HTTP {status_code} with a body that is not JSON") from None
     if not isinstance(doc, dict):
@@ -45,7 +121,17 @@ def _data(body: bytes, status_code: int) -> dict[str, Any]:
         # bad_data means the query we built is wrong: a catalog problem, not a client or backend one.
         if etype == "bad_data" or status_code == 400:
             raise InternalError(f"the backend rejected a catalog query: {error}")
-        raise UpstreamError(f"backend query failed ({etype or status_code}): {error}")
+        raise BackendAnswerError(f"backend query failed ({etype or status_code})", error)
+    if doc.get("isPartial") is True:
+        # vmselect with a vmstorage node down (when deny_partial_response is not honoured).
+        raise PartialAnswer("the backend's answer is partial (isPartial); not served as complete",
+                            "isPartial=true")
+    warnings = doc.get("warnings")
+    if warnings:
+        # Prometheus / Thanos: the answer lacks what an unreachable store holds. (``infos`` are informational.)
+        detail = "; ".join(str(w) for w in warnings[:5]) if isinstance(warnings, list) else str(warnings)
+        raise PartialAnswer("the backend's answer is partial (it carries warnings); not served as complete",
+                            detail[:500])
     data = doc.get("data")
     if not isinstance(data, dict):
         raise UpstreamError("backend answer has no data object")
