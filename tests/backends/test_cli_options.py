@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapter.__main__ import main
+from adapter.__main__ import build_parser, main
 from adapter.api.quantity import parse_quantity
 from adapter.devservers import AdapterProcess
 from tests.backends.conftest import PODS, World
@@ -105,3 +105,18 @@ def test_backtest_through_the_gateway(world: World, tmp_path: Path) -> None:
     assert doc["source"]["kind"] == "prometheus" and doc["points_tested"] > 0
     for secret in secrets_of(world):
         assert secret not in out.read_text()
+
+
+def test_readme_and_help_document_every_backend_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    parser = build_parser()
+    serve = parser._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    group = next(g for g in serve._action_groups if g.title and g.title.startswith("metrics backend"))
+    flags_ = [opt for action in group._group_actions for opt in action.option_strings]
+    assert len(flags_) >= 12
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = capsys.readouterr().out
+    for flag in flags_:
+        assert f"`{flag}" in readme, f"README does not document {flag}"
+        assert flag in help_text
