@@ -11,7 +11,8 @@ Contracts:
   logs, ``/metrics``, ``explain`` output or error messages: the dataclass holds file *paths*, header values
   are ``repr=False``, and ``describe()`` (what the start-up log line prints) names headers without values.
 - The bearer token and basic-auth files are re-read when they change (stat: inode, size, mtime), so a
-  projected ServiceAccount token that the kubelet rotates is picked up without a restart. An unreadable file
+  projected ServiceAccount token that the kubelet rotates is picked up without a restart; a rotated client
+  certificate (and CA bundle) is loaded for new connections the same way. An unreadable file
   at request time is an ``UpstreamError`` (a 503, logged with the path), never a crash.
 - Bad options (a missing CA file, a client certificate without its key, a VictoriaMetrics-cluster URL that is
   not ``/select/<accountID>/prometheus``) are a ``ConfigError`` at start-up.
@@ -226,14 +227,69 @@ def _basic(text: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
-class FileAuth(httpx.Auth):
-    """``Authorization`` from a bearer-token file or a basic-auth file, read per request (cheap: one stat)."""
+def _stamp(path: str | None) -> tuple[int, int, int] | None:
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
-    def __init__(self, access: BackendAccess) -> None:
+
+class TLSReloader:
+    """Loads a changed client certificate / key (and a changed CA bundle) into the live ``SSLContext``, so a
+    certificate that cert-manager or the kubelet rotates is used by new connections without a restart.
+
+    Checked per request (a few stats). A half-rotated pair (new certificate, old key) fails to load: the old one
+    stays in use and the next request tries again. A changed CA bundle is added to what is trusted (OpenSSL
+    cannot forget a CA), which is what a CA rollover needs.
+    """
+
+    def __init__(self, ctx: ssl.SSLContext, access: BackendAccess) -> None:
+        self._ctx = ctx
+        self._access = access
+        self._stamps = self._now()
+        self._lock = threading.Lock()
+
+    def _now(self) -> tuple[tuple[int, int, int] | None, ...]:
+        a = self._access
+        return _stamp(a.cert_file), _stamp(a.key_file), _stamp(a.ca_file)
+
+    def check(self) -> None:
+        stamps = self._now()
+        if stamps == self._stamps:
+            return
+        with self._lock:
+            if stamps == self._stamps:
+                return
+            a = self._access
+            try:
+                if a.cert_file and stamps[:2] != self._stamps[:2]:
+                    self._ctx.load_cert_chain(a.cert_file, a.key_file)
+                    log.info("backend client certificate %s changed: new connections use it", a.cert_file)
+                if a.ca_file and stamps[2] != self._stamps[2] and not a.insecure_skip_verify:
+                    self._ctx.load_verify_locations(cafile=a.ca_file)
+                    log.info("backend CA file %s changed: its certificates are trusted too", a.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("backend TLS files changed but do not load (yet): %s; keeping the previous ones",
+                            type(exc).__name__)
+                return
+            self._stamps = stamps
+
+
+class FileAuth(httpx.Auth):
+    """``Authorization`` from a bearer-token file or a basic-auth file, read per request (cheap: one stat);
+    also the hook that lets ``TLSReloader`` look at the TLS files before each request."""
+
+    def __init__(self, access: BackendAccess, tls: TLSReloader | None = None) -> None:
         self._token = FileSecret(access.token_file, "bearer token", _token) if access.token_file else None
         self._basic = FileSecret(access.basic_auth_file, "basic auth", _basic) if access.basic_auth_file else None
+        self._tls = tls
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self._tls is not None:
+            self._tls.check()
         if self._token is not None:
             request.headers["Authorization"] = "Bearer " + self._token.get()
         elif self._basic is not None:
@@ -258,13 +314,14 @@ def _client_kwargs(url: str, flavour: str, access: BackendAccess) -> dict[str, o
         raise ConfigError("--backend-cert-file and --backend-key-file go together (mTLS)")
     if access.max_answer_bytes < 1024:
         raise ConfigError("--backend-max-answer-bytes must be at least 1024")
-    auth = FileAuth(access)
+    ctx = ssl_context(access) if urlsplit(url).scheme == "https" else None
+    auth = FileAuth(access, TLSReloader(ctx, access) if ctx is not None and (access.cert_file or access.ca_file)
+                    else None)
     auth.check()
-    kwargs: dict[str, object] = {"headers": request_headers(flavour, access), "auth": auth,
-                                 # An environment proxy must not silently carry the backend's credentials.
-                                 "trust_env": False}
-    if urlsplit(url).scheme == "https":
-        kwargs["verify"] = ssl_context(access)
+    # trust_env stays httpx's default (HTTPS_PROXY / NO_PROXY honoured), as before these options existed.
+    kwargs: dict[str, object] = {"headers": request_headers(flavour, access), "auth": auth}
+    if ctx is not None:
+        kwargs["verify"] = ctx
     return kwargs
 
 
@@ -303,7 +360,8 @@ def add_backend_arguments(p: argparse.ArgumentParser, *, required_url: bool = Tr
                         f"{query_timeout_default:g})")
     g.add_argument("--backend-ca-file", help="CA bundle (PEM) that signs the backend's certificate "
                                               "(default: the system's CAs)")
-    g.add_argument("--backend-cert-file", help="client certificate (PEM) for mTLS to the backend")
+    g.add_argument("--backend-cert-file", help="client certificate (PEM) for mTLS to the backend; reloaded when "
+                                                "it changes")
     g.add_argument("--backend-key-file", help="its private key (PEM)")
     g.add_argument("--backend-token-file",
                    help="file holding a bearer token, re-read when it changes (e.g. the projected ServiceAccount "

@@ -194,3 +194,17 @@ def test_insecure_skip_verify_works_and_is_loud(world: World, caplog: pytest.Log
         with adapter(world, world.gw.mtls_url, "prometheus", access) as url:
             assert_real_values(get(url + world.path()))
     assert "VERIFICATION IS OFF" in caplog.text
+
+
+def test_rotated_client_certificate_is_picked_up_without_a_restart(world: World) -> None:
+    """The client certificate files start as a pair the gateway does not trust and are then rotated (renamed
+    over, as the kubelet swaps a Secret volume) to the good pair: the next request uses the new certificate."""
+    cert, key = world.file("rot.crt", Path(world.gw.stranger_cert).read_text()), \
+        world.file("rot.key", Path(world.gw.stranger_key).read_text())
+    with adapter(world, world.gw.mtls_url, "prometheus", world.tls(cert_file=cert, key_file=key)) as url:
+        assert_clean_503(get(url + world.path()), world, "HTTP 400")
+        for src, dst in ((world.gw.client_key, key), (world.gw.client_cert, cert)):
+            tmp = Path(dst + ".new")
+            tmp.write_text(Path(src).read_text())
+            os.replace(tmp, dst)
+        assert_real_values(get(url + world.path()))
