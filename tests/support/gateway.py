@@ -165,10 +165,24 @@ http {{
         while time.monotonic() < deadline:
             with httpx.Client(verify=ctx, trust_env=False, timeout=5) as http:  # a fresh connection each time
                 r = http.get(self.mtls_url + "/api/v1/status/buildinfo", headers={"Authorization": f"Bearer {token}"})
-            if r.status_code == 200:
+            # Old workers keep serving their open keep-alive connections with the old config until they exit.
+            if r.status_code == 200 and len(self._workers()) == 1:
                 return
             time.sleep(0.1)
         raise DevServerError("nginx did not take the new token")
+
+    def _workers(self) -> list[int]:
+        """Pids of the master's children (the workers, old ones still draining included)."""
+        assert self._proc is not None
+        out = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self._proc.pid:
+                out.append(int(stat.parent.name))
+        return out
 
     def access_log(self) -> str:
         return (self.dir / "access.log").read_text()
