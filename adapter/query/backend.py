@@ -294,6 +294,10 @@ class FileAuth(httpx.Auth):
             request.headers["Authorization"] = "Bearer " + self._token.get()
         elif self._basic is not None:
             request.headers["Authorization"] = self._basic.get()
+        elif request.url.username or request.url.password:
+            # Credentials in --prometheus-url itself (https://user:pass@host): what httpx does with no auth set.
+            userinfo = f"{request.url.username}:{request.url.password}"
+            request.headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode("ascii")
         yield request
 
     def check(self) -> None:

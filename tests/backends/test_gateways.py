@@ -208,3 +208,18 @@ def test_rotated_client_certificate_is_picked_up_without_a_restart(world: World)
             tmp.write_text(Path(src).read_text())
             os.replace(tmp, dst)
         assert_real_values(get(url + world.path()))
+
+
+def test_credentials_in_the_url_still_work_and_are_not_logged(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """``https://user:password@host`` worked before the connection flags existed; it still does, and the password
+    is redacted wherever the URL is logged."""
+    gw = world.gw
+    target = f"https://{gw.basic_user}:{gw.basic_password}@127.0.0.1:{gw.basic_port}"
+    with caplog.at_level(logging.INFO, logger="adapter"):
+        with adapter(world, target, "victoriametrics", BackendAccess(ca_file=gw.ca_file)) as url:
+            assert_real_values(get(url + world.path()))
+        bad = f"https://{gw.basic_user}:wrong-{gw.basic_password}@127.0.0.1:{gw.basic_port}"
+        with adapter(world, bad, "victoriametrics", BackendAccess(ca_file=gw.ca_file)) as url:
+            assert_clean_503(get(url + world.path()), world, "HTTP 401")
+    assert f"{gw.basic_user}:***@127.0.0.1:{gw.basic_port}" in caplog.text
+    assert gw.basic_password not in caplog.text
