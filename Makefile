@@ -3,7 +3,7 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-SYSPKGS := prometheus victoria-metrics wrk
+SYSPKGS := prometheus victoria-metrics wrk nginx-light
 
 .PHONY: demo test sysdeps venv bench lint clean image
 
@@ -13,6 +13,7 @@ sysdeps:
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v victoria-metrics >/dev/null || missing="$$missing victoria-metrics"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	{ command -v nginx >/dev/null || test -x /usr/sbin/nginx; } || missing="$$missing nginx-light"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

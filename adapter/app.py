@@ -23,7 +23,7 @@ from adapter.observability import Observability
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricsProvider
 from adapter.provider.prometheus import PrometheusProvider
-from adapter.query.client import PromClient
+from adapter.query.client import PromClient, open_backend
 from adapter.routes import custom_metrics, system
 from adapter.routes import observability as observability_routes
 from adapter.routes.http import plain_not_found
@@ -71,12 +71,8 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
             return
         limits = httpx.Limits(max_connections=settings.max_upstream_concurrency,
                               max_keepalive_connections=settings.max_upstream_concurrency)
-        async with httpx.AsyncClient(transport=transport, limits=limits) as http:
-            client = PromClient(settings.prometheus_url, http=http, backend=settings.backend,
-                                timeout_s=settings.query_timeout_s,
-                                max_concurrency=settings.max_upstream_concurrency,
-                                observer=obs.upstream_query,
-                                cache_ttl_s=settings.catalog.cache_ttl_seconds)
+        async with open_backend(settings, limits=limits, transport=transport,
+                                observer=obs.upstream_query) as client:
             pods = pod_source or make_pod_source(settings, client, clock)
             await pods.start()
             forecasts = None

@@ -130,7 +130,7 @@ class Observability:
                                        ["metric", "resource"], registry=r)
         self.upstream_queries = Counter(PREFIX + "upstream_queries",
                                         "Queries sent to the metrics backend, by outcome (ok, timeout, "
-                                        "unreachable, error, http_NNN)",
+                                        "unreachable, error, http_NNN, partial, too_big)",
                                         ["backend", "endpoint", "outcome"], registry=r)
         self.upstream_seconds = Histogram(PREFIX + "upstream_query_duration_seconds",
                                           "Latency of backend queries", ["backend", "endpoint"],

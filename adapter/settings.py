@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 import yaml
 
 from adapter.errors import ConfigError
+from adapter.query.backend import BackendAccess, Flavour
 
 Reduce = Literal["p90", "sum", "max", "mean", "min", "any_nonzero"]
 Combine = Literal["mean", "sum", "max"]
@@ -134,7 +135,7 @@ class Settings:
     """Everything `serve` needs, built from argv; immutable once the app runs."""
 
     prometheus_url: str
-    backend: Literal["prometheus", "victoriametrics"] = "prometheus"
+    backend: Flavour = "prometheus"
     catalog: Catalog = field(default_factory=lambda: load_catalog(None))
     pod_source: Literal["kubernetes", "prometheus"] = "prometheus"
     kubeconfig: str | None = None
@@ -142,6 +143,7 @@ class Settings:
     max_upstream_concurrency: int = 32
     forecast_tick_s: float = 5.0   # how often the background loop looks for workloads due a refit
     pod_cache_ttl_s: float = 10.0  # kube-state-metrics pod membership answers are reused this long
+    backend_access: BackendAccess = field(default_factory=BackendAccess)  # TLS, credentials, headers, limits
 
 
 def _require(cond: bool, where: str, msg: str) -> None:

@@ -40,6 +40,16 @@ from adapter.forecast.backtest import run_backtest
 from adapter.forecast.base import ForecastError
 from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
 from adapter.forecast.series import native_spacing, resample_mean
+from adapter.query.backend import (
+    BackendAccess,
+    access_from_args,
+    add_backend_arguments,
+    check_access,
+    flavour_params,
+    redact_url,
+    resolve_url,
+    sync_http,
+)
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -182,23 +192,30 @@ def fetch_prometheus(
     end: float | None = None,
     client: httpx.Client | None = None,
     timeout_s: float = 30.0,
+    backend: str = "prometheus",
+    access: BackendAccess | None = None,
 ) -> Series:
     """One series from ``GET {url}/api/v1/query_range`` over ``[end - since, end]`` at ``step_s``.
 
     The grid is aligned to multiples of ``step_s``; evaluation steps with no sample are gaps. The query must
-    return exactly one series (aggregate it, e.g. ``sum(rate(...))``). Raises ``CliError``.
+    return exactly one series (aggregate it, e.g. ``sum(rate(...))``). ``backend`` and ``access`` are the
+    serve command's backend options (flavour parameters, TLS, credentials, headers); a partial answer is
+    refused like the server refuses it. Raises ``CliError``.
     """
     end_ts = math.floor((time.time() if end is None else end) / step_s) * step_s
     start_ts = end_ts - math.floor(since_s / step_s) * step_s
     points = round((end_ts - start_ts) / step_s) + 1
     if points > _MAX_POINTS:
         raise CliError(f"--since/--step asks for {points} points; Prometheus answers at most {_MAX_POINTS}")
-    params = {"query": query, "start": f"{start_ts:.3f}", "end": f"{end_ts:.3f}", "step": f"{step_s:g}"}
-    endpoint = url.rstrip("/") + "/api/v1/query_range"
+    params = {"query": query, "start": f"{start_ts:.3f}", "end": f"{end_ts:.3f}", "step": f"{step_s:g}",
+              **flavour_params(backend)}
+    access = access or BackendAccess()
+    base = resolve_url(url, backend, access)
+    endpoint = redact_url(base) + "/api/v1/query_range"
     own = client is None
-    http = client if client is not None else httpx.Client(timeout=timeout_s)
+    http = client if client is not None else sync_http(base, backend, access, timeout_s=timeout_s)
     try:
-        response = http.get(endpoint, params=params)
+        response = http.get(base + "/api/v1/query_range", params=params)
         body = response.json()
     except httpx.HTTPError as exc:
         raise CliError(f"cannot query {endpoint}: {exc}") from None
@@ -212,6 +229,9 @@ def fetch_prometheus(
     if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
         error = body.get("error", "") if isinstance(body, dict) else ""
         raise CliError(f"{endpoint} answered HTTP {response.status_code}: {error or response.text[:200]}")
+    if body.get("isPartial") is True or body.get("warnings"):
+        raise CliError(f"{endpoint} answered a partial result (isPartial / warnings: "
+                       f"{str(body.get('warnings', ''))[:200]}); not using it")
     result = (body.get("data") or {}).get("result") or []
     if len(result) != 1:
         raise CliError(
@@ -223,7 +243,7 @@ def fetch_prometheus(
         i = round((float(t) - start_ts) / step_s)
         if 0 <= i < points:
             values[i] = float(v)
-    source = {"kind": "prometheus", "url": url, "query": query, "since_s": since_s, "end_ts": end_ts}
+    source = {"kind": "prometheus", "url": redact_url(url), "query": query, "since_s": since_s, "end_ts": end_ts}
     return Series(timestamps=grid, values=values, step_s=step_s, source=source)
 
 
@@ -261,8 +281,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     src.add_argument(
         "--count", action="store_true", help="the value column counts events per row: make it a rate"
     )
-    prom = p.add_argument_group("source: Prometheus / VictoriaMetrics")
-    prom.add_argument("--prometheus-url", help="base URL, e.g. http://127.0.0.1:9090")
+    add_backend_arguments(p, required_url=False, query_timeout_default=30.0)
+    prom = p.add_argument_group("source: Prometheus / VictoriaMetrics (with --prometheus-url)")
     prom.add_argument(
         "--query", help="PromQL returning one series, e.g. sum(rate(vllm:request_success_total[5m]))"
     )
@@ -308,11 +328,15 @@ def _load(args: argparse.Namespace) -> Series:
     if args.prometheus_url:
         if not args.query:
             raise CliError("--prometheus-url needs --query")
+        access = access_from_args(args)
         return fetch_prometheus(
-            args.prometheus_url,
+            check_access(args.prometheus_url, args.backend, access),
             args.query,
             since_s=parse_duration(args.since),
             step_s=step or _DEFAULT_PROMETHEUS_STEP_S,
+            timeout_s=args.query_timeout,
+            backend=args.backend,
+            access=access,
         )
     raise CliError("no data: give --trace FILE.csv or --prometheus-url URL --query PROMQL")
 

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from adapter.query.backend import add_backend_arguments
+
 if TYPE_CHECKING:
     from adapter.explain import Explanation
     from adapter.hpa.spec import HPASpec
@@ -26,8 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """Add the ``explain`` subcommand (``func=run``)."""
     p = subparsers.add_parser("explain", help="show, per pod, the PromQL, raw GPU samples, terms, boost and "
                                               "the value the HPA receives (and its desired replicas)")
-    p.add_argument("--prometheus-url", required=True, help="base URL of Prometheus or VictoriaMetrics")
-    p.add_argument("--backend", choices=["prometheus", "victoriametrics"], default="prometheus")
     p.add_argument("--config", default=None, help="metric catalog YAML (default: the embedded catalog)")
     p.add_argument("--namespace", required=True)
     which = p.add_mutually_exclusive_group(required=True)
@@ -40,24 +40,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--pod-source", choices=["prometheus", "kubernetes"], default="prometheus",
                    help="pods from kube-state-metrics series (default) or from the Kubernetes API")
     p.add_argument("--kubeconfig", default=None)
-    p.add_argument("--query-timeout", type=float, default=10.0, help="seconds per backend query (default 10)")
+    add_backend_arguments(p, query_timeout_default=10.0)
     p.set_defaults(func=run)
 
 
 async def _explain(settings: Settings, args: argparse.Namespace, hpa: HPASpec | None) -> Explanation:
     import time
 
-    import httpx
-
     from adapter.app import make_pod_source
     from adapter.explain import explain
     from adapter.provider.prometheus import PrometheusProvider
-    from adapter.query.client import PromClient
+    from adapter.query.client import open_backend
     from adapter.workloads import ForecastService
 
-    async with httpx.AsyncClient() as http:
-        client = PromClient(settings.prometheus_url, http=http, backend=settings.backend,
-                            timeout_s=settings.query_timeout_s)
+    async with open_backend(settings) as client:
         pods = make_pod_source(settings, client, time.time)
         await pods.start()
         forecasts = None
@@ -84,11 +80,11 @@ def run(args: argparse.Namespace) -> int:
     from adapter.errors import AdapterError
     from adapter.explain import renderables
     from adapter.hpa.spec import load_hpa
+    from adapter.query.backend import backend_settings
     from adapter.settings import Settings, load_catalog
 
-    settings = Settings(prometheus_url=args.prometheus_url, backend=args.backend,
-                        catalog=load_catalog(args.config), pod_source=args.pod_source,
-                        kubeconfig=args.kubeconfig, query_timeout_s=args.query_timeout)
+    settings = Settings(**backend_settings(args), catalog=load_catalog(args.config), pod_source=args.pod_source,
+                        kubeconfig=args.kubeconfig)
     hpa = load_hpa(args.hpa) if args.hpa else None   # a bad manifest is a ConfigError: exit 2 in __main__
     try:
         ex = asyncio.run(_explain(settings, args, hpa))

@@ -8,14 +8,12 @@ import os
 from adapter.auth.setup import Security, SecurityOptions
 from adapter.auth.tls import TLSFiles
 from adapter.errors import ConfigError
+from adapter.query.backend import add_backend_arguments, backend_settings
 from adapter.settings import Settings, load_catalog
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("serve", help="serve custom.metrics.k8s.io from Prometheus or VictoriaMetrics")
-    p.add_argument("--prometheus-url", required=True, help="base URL of Prometheus or VictoriaMetrics")
-    p.add_argument("--backend", choices=["prometheus", "victoriametrics"], default="prometheus",
-                   help="what answers at --prometheus-url (VictoriaMetrics gets nocache=1)")
     p.add_argument("--bind", default="0.0.0.0:6443", help="HOST:PORT to listen on (default 0.0.0.0:6443)")
     p.add_argument("--insecure-plain-http", action="store_true",
                    help="serve plain HTTP without authentication: local use only")
@@ -42,11 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="where pods behind a selector come from: the Kubernetes API, or kube-state-metrics "
                         "series (auto: kubernetes when in a cluster or a kubeconfig exists)")
     p.add_argument("--kubeconfig", default=None)
-    p.add_argument("--query-timeout", type=float, default=5.0, help="seconds per backend query (default 5)")
     p.add_argument("--pod-cache-ttl", type=float, default=10.0,
                    help="seconds kube-state-metrics pod membership is reused (pod source prometheus; default 10)")
     p.add_argument("--forecast-tick", type=float, default=5.0,
                    help="seconds between looks for workloads due a refit (default 5)")
+    add_backend_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -93,10 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
     security = None if args.insecure_plain_http else security_from(args)
     host, port = parse_bind(args.bind)
-    settings = Settings(prometheus_url=args.prometheus_url, backend=args.backend,
-                        catalog=load_catalog(args.config),
+    settings = Settings(**backend_settings(args), catalog=load_catalog(args.config),
                         pod_source=_pod_source(args.pod_source, args.kubeconfig),  # type: ignore[arg-type]
-                        kubeconfig=args.kubeconfig, query_timeout_s=args.query_timeout,
+                        kubeconfig=args.kubeconfig,
                         pod_cache_ttl_s=args.pod_cache_ttl, forecast_tick_s=args.forecast_tick)
     make_server(settings, host=host, port=port, security=security, log_level=args.log_level).run()
     return 0

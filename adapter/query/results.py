@@ -1,8 +1,20 @@
-"""Parsing of Prometheus HTTP API answers (pure). Anything unexpected is an UpstreamError."""
+"""Parsing of Prometheus HTTP API answers (pure). Anything unexpected is an UpstreamError.
+
+A partial answer is never parsed as a complete one: VictoriaMetrics' ``isPartial: true`` and any ``warnings``
+(Prometheus: a failed remote-read or other secondary store; Thanos: an unreachable StoreAPI with partial responses
+allowed) raise ``PartialAnswer``. Big answers (over ``_BIG_ANSWER`` bytes) are decoded item by item, so a caller
+that parses them in a worker thread (``PromClient`` does) lets the event loop run between items: one
+``json.loads`` of the whole body would hold the GIL for its entire run (seconds for tens of MB).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import re
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +44,108 @@ def _float(raw: Any) -> float:
     return float(raw)
 
 
+class BackendAnswerError(UpstreamError):
+    """The backend answered, but not with data we may serve. ``log_detail`` (the backend's own words, which may
+    name internal addresses) is for the adapter's log only; the message is what the client sees."""
+
+    def __init__(self, message: str, log_detail: str) -> None:
+        super().__init__(message)
+        self.log_detail = log_detail
+
+
+class PartialAnswer(BackendAnswerError):
+    """The backend said its answer is incomplete."""
+
+
+_BIG_ANSWER = 256 * 1024
+_WS = re.compile(r"[ \t\n\r]*")
+# Where the bulk of an answer sits: the top object, its data object, and data.result (vector or matrix items).
+_SPLIT = {(): "{", ("data",): "{", ("data", "result"): "["}
+_DECODER = json.JSONDecoder()
+
+
+def _skip(text: str, pos: int) -> int:
+    return _WS.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+
+
+def _decode(text: str, pos: int, path: tuple[str, ...]) -> tuple[Any, int]:
+    """The JSON value at ``pos`` (no leading whitespace) and the position after it; containers on ``_SPLIT``
+    paths are walked here, one member or item per ``raw_decode`` call."""
+    opener = _SPLIT.get(path)
+    if opener is None or text[pos:pos + 1] != opener:
+        return _DECODER.raw_decode(text, pos)
+    closer = "}" if opener == "{" else "]"
+    obj: dict[str, Any] = {}
+    items: list[Any] = []
+    pos = _skip(text, pos + 1)
+    if text[pos:pos + 1] == closer:
+        return (obj if opener == "{" else items), pos + 1
+    while True:
+        if opener == "{":
+            key, pos = _DECODER.raw_decode(text, pos)
+            if not isinstance(key, str):
+                raise ValueError("object key is not a string")
+            pos = _skip(text, pos)
+            if text[pos:pos + 1] != ":":
+                raise ValueError("expected ':'")
+            obj[key], pos = _decode(text, _skip(text, pos + 1), (*path, key))
+        else:
+            item, pos = _DECODER.raw_decode(text, pos)
+            items.append(item)
+        pos = _skip(text, pos)
+        sep = text[pos:pos + 1]
+        if sep == closer:
+            return (obj if opener == "{" else items), pos + 1
+        if sep != ",":
+            raise ValueError(f"expected ',' or {closer!r} at {pos}")
+        pos = _skip(text, pos + 1)
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _gc_paused(big: bool) -> Iterator[None]:
+    """No cyclic garbage collection while a big answer is parsed (re-entrant across threads).
+
+    A parsed JSON document holds no reference cycles, so the collector finds nothing in it, yet its passes over
+    the hundreds of thousands of fresh objects hold the GIL and stall the event loop: parsing 200,000 series took
+    ~3x longer with it, and stalled the loop ~2x longer (benchmarks/big_answer.py).
+    """
+    global _gc_pausers, _gc_was_enabled
+    if not big:
+        yield
+        return
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def loads(body: bytes) -> Any:
+    """``json.loads(body)``; bodies over ``_BIG_ANSWER`` bytes are walked member by member (see module doc)."""
+    if len(body) < _BIG_ANSWER:
+        return json.loads(body)
+    text = body.decode("utf-8")
+    value, end = _decode(text, _skip(text, 0), ())
+    if _skip(text, end) != len(text):
+        raise ValueError("extra data after the JSON document")
+    return value
+
+
 def _data(body: bytes, status_code: int) -> dict[str, Any]:
     try:
-        doc = json.loads(body)
+        doc = loads(body)
     except (ValueError, UnicodeDecodeError):
         raise UpstreamError(f"backend answered HTTP {status_code} with a body that is not JSON") from None
     if not isinstance(doc, dict):
@@ -45,7 +156,17 @@ def _data(body: bytes, status_code: int) -> dict[str, Any]:
         # bad_data means the query we built is wrong: a catalog problem, not a client or backend one.
         if etype == "bad_data" or status_code == 400:
             raise InternalError(f"the backend rejected a catalog query: {error}")
-        raise UpstreamError(f"backend query failed ({etype or status_code}): {error}")
+        raise BackendAnswerError(f"backend query failed ({etype or status_code})", error)
+    if doc.get("isPartial") is True:
+        # vmselect with a vmstorage node down (when deny_partial_response is not honoured).
+        raise PartialAnswer("the backend's answer is partial (isPartial); not served as complete",
+                            "isPartial=true")
+    warnings = doc.get("warnings")
+    if warnings:
+        # Prometheus / Thanos: the answer lacks what an unreachable store holds. (``infos`` are informational.)
+        detail = "; ".join(str(w) for w in warnings[:5]) if isinstance(warnings, list) else str(warnings)
+        raise PartialAnswer("the backend's answer is partial (it carries warnings); not served as complete",
+                            detail[:500])
     data = doc.get("data")
     if not isinstance(data, dict):
         raise UpstreamError("backend answer has no data object")
@@ -54,6 +175,11 @@ def _data(body: bytes, status_code: int) -> dict[str, Any]:
 
 def parse_vector(body: bytes, status_code: int = 200) -> list[Sample]:
     """Samples of an instant query answer (resultType vector; a scalar becomes one unlabelled sample)."""
+    with _gc_paused(len(body) >= _BIG_ANSWER):
+        return _vector(body, status_code)
+
+
+def _vector(body: bytes, status_code: int) -> list[Sample]:
     data = _data(body, status_code)
     rtype, result = data.get("resultType"), data.get("result")
     try:
@@ -74,6 +200,11 @@ def parse_vector(body: bytes, status_code: int = 200) -> list[Sample]:
 
 def parse_matrix(body: bytes, status_code: int = 200) -> list[RangeSeries]:
     """Series of a range query answer (resultType matrix)."""
+    with _gc_paused(len(body) >= _BIG_ANSWER):
+        return _matrix(body, status_code)
+
+
+def _matrix(body: bytes, status_code: int) -> list[RangeSeries]:
     data = _data(body, status_code)
     result = data.get("result")
     try:

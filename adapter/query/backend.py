@@ -1,0 +1,430 @@
+"""How the adapter reaches its metrics backend: flavour, TLS, credentials, extra headers and answer limits.
+
+One frozen ``BackendAccess`` (everything but the URL and the flavour, which ``Settings`` has always carried),
+built from argv by ``access_from_args`` after ``add_backend_arguments`` declared the flags. Every command that
+talks to the backend (``serve``, ``explain``, ``backtest``, ``calibrate``) uses the same three functions, and
+``open_http`` / ``sync_http`` build the configured ``httpx`` clients, so an option added here reaches them all.
+
+Contracts:
+
+- Secrets (bearer token, basic-auth password, extra header values, the client key) never appear in ``repr``,
+  logs, ``/metrics``, ``explain`` output or error messages: the dataclass holds file *paths*, header values
+  are ``repr=False``, and ``describe()`` (what the start-up log line prints) names headers without values.
+- The bearer token and basic-auth files are re-read when they change (stat: inode, size, mtime), so a
+  projected ServiceAccount token that the kubelet rotates is picked up without a restart; a rotated client
+  certificate (and CA bundle) is loaded for new connections the same way. An unreadable file
+  at request time is an ``UpstreamError`` (a 503, logged with the path), never a crash.
+- Bad options (a missing CA file, a client certificate without its key, a VictoriaMetrics-cluster URL that is
+  not ``/select/<accountID>/prometheus``) are a ``ConfigError`` at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import logging
+import os
+import re
+import ssl
+import threading
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict, get_args
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from adapter.errors import ConfigError, UpstreamError
+
+log = logging.getLogger(__name__)
+
+# What answers at --prometheus-url; decides the query parameters sent and the tenant's meaning.
+Flavour = Literal["prometheus", "victoriametrics", "victoriametrics-cluster", "thanos", "mimir"]
+FLAVOURS: tuple[str, ...] = get_args(Flavour)
+
+# 64 MiB. An instant query over a fleet of 1,000 pods x 8 GPUs is 8,000 series of ~220 bytes = ~1.8 MB
+# (measured on the catalog's DCGM series); kube-state-metrics pod membership for 20,000 pods is ~10 MB. 64 MiB
+# leaves headroom above both and stops a runaway selector (the red team's 210 MB answer) well before it
+# costs the process its memory.
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+# Mimir / Cortex read the tenant from this header (grafana/dskit tenant/resolver.go, weaveworks/common
+# user/http.go: OrgIDHeaderName = "X-Scope-OrgID").
+TENANT_HEADER = "X-Scope-OrgID"
+# vmselect's read path: /select/<accountID>[:<projectID>]/prometheus (VictoriaMetrics docs/Cluster-VictoriaMetrics.md,
+# "URL format").
+_VM_CLUSTER_PATH = re.compile(r"^(.*)/select/(\d+(:\d+)?)/prometheus/?$")
+_ACCOUNT = re.compile(r"^\d+(:\d+)?$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")   # RFC 9110 token
+
+
+def flavour_params(flavour: str) -> dict[str, str]:
+    """Query parameters every backend query carries, per flavour (sent in the URL, so gateways see them too).
+
+    - VictoriaMetrics (both): ``nocache=1`` (its answer cache would hide fresh samples) and
+      ``deny_partial_response=1``: vmselect answers an error instead of a partial result when a vmstorage node is
+      down (VictoriaMetrics docs/Cluster-VictoriaMetrics.md; app/vmselect/searchutils GetDenyPartialResponse).
+      Single-node VictoriaMetrics ignores the latter and is never partial.
+    - Thanos Querier: ``dedup=true`` (merge HA replicas) and ``partial_response=false`` (fail rather than answer
+      without an unreachable store; thanos pkg/api/query/v1.go dedupParam / partialResponseParam).
+    - Prometheus and Mimir/Cortex take no extra parameter: partial answers show as ``warnings`` (checked by
+      ``results``), and Mimir fails a query whose store-gateways cannot be reached.
+    """
+    if flavour in ("victoriametrics", "victoriametrics-cluster"):
+        return {"nocache": "1", "deny_partial_response": "1"}
+    if flavour == "thanos":
+        return {"dedup": "true", "partial_response": "false"}
+    return {}
+
+
+@dataclass(frozen=True)
+class BackendAccess:
+    """TLS, credentials, headers and limits for the backend connection (all optional: the default is plain,
+    unauthenticated HTTP(S) with the system's CAs, which is what the adapter did before these options)."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    token_file: str | None = None
+    basic_auth_file: str | None = None
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    tenant: str | None = None
+    insecure_skip_verify: bool = False
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+
+    def describe(self) -> str:
+        """One log-safe line: which options are in use, never a secret (header values are left out)."""
+        parts = []
+        for label, value in (("ca", self.ca_file), ("client-cert", self.cert_file), ("token-file", self.token_file),
+                             ("basic-auth-file", self.basic_auth_file), ("tenant", self.tenant)):
+            if value:
+                parts.append(f"{label}={value}")
+        if self.headers:
+            parts.append("headers=" + ",".join(name for name, _ in self.headers))
+        if self.insecure_skip_verify:
+            parts.append("INSECURE-SKIP-VERIFY")
+        parts.append(f"max-answer-bytes={self.max_answer_bytes}")
+        return " ".join(parts)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a password in its userinfo (``https://user:***@host/...``): for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def resolve_url(url: str, flavour: str, access: BackendAccess) -> str:
+    """The base URL the client appends ``/api/v1/...`` to; checks the layout a flavour needs.
+
+    VictoriaMetrics cluster: either the full ``.../select/<accountID>/prometheus`` URL, or vmselect's root plus
+    ``--backend-tenant <accountID>[:<projectID>]``. ConfigError otherwise (a vmselect root without a tenant
+    answers 400 to every query, a confusing failure to meet at the first HPA sync).
+    """
+    base = url.rstrip("/")
+    scheme = urlsplit(base).scheme
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"--prometheus-url {redact_url(url)!r}: expected an http:// or https:// URL")
+    tls_opts = access.ca_file or access.cert_file or access.insecure_skip_verify
+    if tls_opts and scheme != "https":
+        raise ConfigError("--backend-ca-file / --backend-cert-file / --backend-insecure-skip-verify need an "
+                          "https:// --prometheus-url")
+    if flavour == "victoriametrics-cluster":
+        match = _VM_CLUSTER_PATH.match(urlsplit(base).path)
+        if match is None:
+            if access.tenant is None:
+                raise ConfigError("--backend victoriametrics-cluster: --prometheus-url must end in "
+                                  "/select/<accountID>/prometheus (e.g. http://vmselect:8481/select/0/prometheus), "
+                                  "or give vmselect's root URL and --backend-tenant <accountID>")
+            if not _ACCOUNT.match(access.tenant):
+                raise ConfigError(f"--backend-tenant {access.tenant!r}: VictoriaMetrics cluster tenants are "
+                                  "<accountID> or <accountID>:<projectID> (numbers)")
+            return f"{base}/select/{access.tenant}/prometheus"
+        if access.tenant is not None and access.tenant != match.group(2):
+            raise ConfigError(f"--backend-tenant {access.tenant!r} contradicts the URL's tenant {match.group(2)!r}")
+    elif access.tenant is not None and flavour != "mimir":
+        raise ConfigError("--backend-tenant applies to --backend mimir (X-Scope-OrgID) and victoriametrics-cluster "
+                          "(the URL's accountID); for another header use --backend-header NAME=VALUE")
+    return base
+
+
+def request_headers(flavour: str, access: BackendAccess) -> dict[str, str]:
+    """Static headers for every backend request: ``--backend-header`` plus the Mimir tenant."""
+    headers = dict(access.headers)
+    if flavour == "mimir" and access.tenant is not None:
+        headers[TENANT_HEADER] = access.tenant
+    return headers
+
+
+def ssl_context(access: BackendAccess) -> ssl.SSLContext:
+    """The TLS context for https backends: system CAs or ``ca_file``, an optional client certificate (mTLS).
+
+    ``insecure_skip_verify`` turns verification off and says so loudly in the log at every start.
+    """
+    try:
+        ctx = ssl.create_default_context(cafile=access.ca_file)
+        if access.cert_file:
+            ctx.load_cert_chain(access.cert_file, access.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        # The exception names the file and the reason (no key material).
+        raise ConfigError(f"backend TLS files: {exc}") from None
+    if access.insecure_skip_verify:
+        log.warning("BACKEND TLS VERIFICATION IS OFF (--backend-insecure-skip-verify): the backend's certificate "
+                    "is not checked; anyone on the path can read and forge metrics. Use --backend-ca-file instead.")
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class FileSecret:
+    """A secret kept in a file, re-read whenever the file changes (inode, size or mtime), thread-safe.
+
+    ``parse`` turns the file's text into the value (e.g. strip a token's newline). A missing or unreadable file
+    is an ``UpstreamError`` with a generic message (the path goes to the log, the content nowhere).
+    """
+
+    def __init__(self, path: str, what: str, parse: Callable[[str], str]) -> None:
+        self.path = path
+        self._what = what
+        self._parse = parse
+        self._stamp: tuple[int, int, int] | None = None
+        self._value = ""
+        self._lock = threading.Lock()
+
+    def get(self) -> str:
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            with self._lock:
+                if stamp != self._stamp:
+                    with open(self.path, encoding="utf-8") as fh:
+                        value = self._parse(fh.read())
+                    if self._stamp is not None:
+                        log.info("backend %s file %s changed: using its new content", self._what, self.path)
+                    self._value, self._stamp = value, stamp
+                return self._value
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            log.warning("cannot read the backend %s file %s: %s", self._what, self.path, type(exc).__name__)
+            raise UpstreamError(f"the backend {self._what} file cannot be read") from None
+
+
+def _token(text: str) -> str:
+    token = text.strip()
+    if not token or any(c in token for c in "\r\n"):
+        raise ValueError("empty or multi-line token")
+    return token
+
+
+def _basic(text: str) -> str:
+    line = text.strip()
+    user, sep, password = line.partition(":")
+    if not sep or not user or "\n" in line:
+        raise ValueError("expected one line USER:PASSWORD")
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def _stamp(path: str | None) -> tuple[int, int, int] | None:
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class TLSReloader:
+    """Loads a changed client certificate / key (and a changed CA bundle) into the live ``SSLContext``, so a
+    certificate that cert-manager or the kubelet rotates is used by new connections without a restart.
+
+    Checked per request (a few stats). A half-rotated pair (new certificate, old key) fails to load: the old one
+    stays in use and the next request tries again. A changed CA bundle is added to what is trusted (OpenSSL
+    cannot forget a CA), which is what a CA rollover needs.
+    """
+
+    def __init__(self, ctx: ssl.SSLContext, access: BackendAccess) -> None:
+        self._ctx = ctx
+        self._access = access
+        self._stamps = self._now()
+        self._lock = threading.Lock()
+
+    def _now(self) -> tuple[tuple[int, int, int] | None, ...]:
+        a = self._access
+        return _stamp(a.cert_file), _stamp(a.key_file), _stamp(a.ca_file)
+
+    def check(self) -> None:
+        stamps = self._now()
+        if stamps == self._stamps:
+            return
+        with self._lock:
+            if stamps == self._stamps:
+                return
+            a = self._access
+            try:
+                if a.cert_file and stamps[:2] != self._stamps[:2]:
+                    self._ctx.load_cert_chain(a.cert_file, a.key_file)
+                    log.info("backend client certificate %s changed: new connections use it", a.cert_file)
+                if a.ca_file and stamps[2] != self._stamps[2] and not a.insecure_skip_verify:
+                    self._ctx.load_verify_locations(cafile=a.ca_file)
+                    log.info("backend CA file %s changed: its certificates are trusted too", a.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("backend TLS files changed but do not load (yet): %s; keeping the previous ones",
+                            type(exc).__name__)
+                return
+            self._stamps = stamps
+
+
+class FileAuth(httpx.Auth):
+    """``Authorization`` from a bearer-token file or a basic-auth file, read per request (cheap: one stat);
+    also the hook that lets ``TLSReloader`` look at the TLS files before each request."""
+
+    def __init__(self, access: BackendAccess, tls: TLSReloader | None = None) -> None:
+        self._token = FileSecret(access.token_file, "bearer token", _token) if access.token_file else None
+        self._basic = FileSecret(access.basic_auth_file, "basic auth", _basic) if access.basic_auth_file else None
+        self._tls = tls
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self._tls is not None:
+            self._tls.check()
+        if self._token is not None:
+            request.headers["Authorization"] = "Bearer " + self._token.get()
+        elif self._basic is not None:
+            request.headers["Authorization"] = self._basic.get()
+        elif request.url.username or request.url.password:
+            # Credentials in --prometheus-url itself (https://user:pass@host): what httpx does with no auth set.
+            userinfo = f"{request.url.username}:{request.url.password}"
+            request.headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode("ascii")
+        yield request
+
+    def check(self) -> None:
+        """Read the files once at start-up so a wrong path is a ConfigError, not a 503 at the first query."""
+        for secret in (self._token, self._basic):
+            if secret is not None:
+                try:
+                    secret.get()
+                except UpstreamError:
+                    raise ConfigError(f"cannot read {secret.path} (or it is empty / not in the expected format)"
+                                      ) from None
+
+
+def _client_kwargs(url: str, flavour: str, access: BackendAccess) -> dict[str, object]:
+    if access.token_file and access.basic_auth_file:
+        raise ConfigError("give --backend-token-file or --backend-basic-auth-file, not both")
+    if bool(access.cert_file) != bool(access.key_file):
+        raise ConfigError("--backend-cert-file and --backend-key-file go together (mTLS)")
+    if access.max_answer_bytes < 1024:
+        raise ConfigError("--backend-max-answer-bytes must be at least 1024")
+    ctx = ssl_context(access) if urlsplit(url).scheme == "https" else None
+    auth = FileAuth(access, TLSReloader(ctx, access) if ctx is not None and (access.cert_file or access.ca_file)
+                    else None)
+    auth.check()
+    # trust_env stays httpx's default (HTTPS_PROXY / NO_PROXY honoured), as before these options existed.
+    kwargs: dict[str, object] = {"headers": request_headers(flavour, access), "auth": auth}
+    if ctx is not None:
+        kwargs["verify"] = ctx
+    return kwargs
+
+
+def open_http(url: str, flavour: str, access: BackendAccess, *, limits: httpx.Limits | None = None,
+              transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
+    """The configured async client (the caller closes it: ``async with open_http(...) as http``).
+
+    ``url`` is the resolved base URL (``resolve_url``). Raises ConfigError for unusable options.
+    """
+    kwargs = _client_kwargs(url, flavour, access)
+    if limits is not None:
+        kwargs["limits"] = limits
+    return httpx.AsyncClient(transport=transport, **kwargs)  # type: ignore[arg-type]
+
+
+def sync_http(url: str, flavour: str, access: BackendAccess, *, timeout_s: float) -> httpx.Client:
+    """The same configuration for a blocking client (``backtest``)."""
+    return httpx.Client(timeout=timeout_s, **_client_kwargs(url, flavour, access))  # type: ignore[arg-type]
+
+
+# -- argv ----------------------------------------------------------------------------------------------------------
+
+def add_backend_arguments(p: argparse.ArgumentParser, *, required_url: bool = True,
+                          query_timeout_default: float = 5.0) -> None:
+    """Declare ``--prometheus-url``, ``--backend`` and the connection flags on ``p`` (one group)."""
+    g = p.add_argument_group("metrics backend (Prometheus, VictoriaMetrics, Thanos, Mimir/Cortex)")
+    g.add_argument("--prometheus-url", required=required_url,
+                   help="base URL the backend's /api/v1/query answers under, e.g. http://prometheus:9090, "
+                        "https://thanos-querier:9091, http://mimir/prometheus, http://vmselect:8481/select/0/prometheus")
+    g.add_argument("--backend", choices=FLAVOURS, default="prometheus",
+                   help="what answers at --prometheus-url: sets the partial-answer rules and parameters "
+                        "(thanos: dedup=true&partial_response=false; victoriametrics[-cluster]: nocache=1&"
+                        "deny_partial_response=1; mimir: tenant header). Default prometheus")
+    g.add_argument("--query-timeout", type=float, default=query_timeout_default,
+                   help=f"seconds one backend query may take in total, body included (default "
+                        f"{query_timeout_default:g})")
+    g.add_argument("--backend-ca-file", help="CA bundle (PEM) that signs the backend's certificate "
+                                              "(default: the system's CAs)")
+    g.add_argument("--backend-cert-file", help="client certificate (PEM) for mTLS to the backend; reloaded when "
+                                                "it changes")
+    g.add_argument("--backend-key-file", help="its private key (PEM)")
+    g.add_argument("--backend-token-file",
+                   help="file holding a bearer token, re-read when it changes (e.g. the projected ServiceAccount "
+                        "token /var/run/secrets/kubernetes.io/serviceaccount/token)")
+    g.add_argument("--backend-basic-auth-file", help="file holding one line USER:PASSWORD, re-read when it changes")
+    g.add_argument("--backend-header", action="append", default=[], metavar="NAME=VALUE",
+                   help="extra header on every backend request; repeatable (values are never logged)")
+    g.add_argument("--backend-tenant", default=None,
+                   help="tenant: sent as X-Scope-OrgID for --backend mimir; the <accountID>[:<projectID>] of the "
+                        "URL for victoriametrics-cluster")
+    g.add_argument("--backend-insecure-skip-verify", action="store_true",
+                   help="do not verify the backend's TLS certificate (logged loudly; testing only)")
+    g.add_argument("--backend-max-answer-bytes", type=int, default=DEFAULT_MAX_ANSWER_BYTES,
+                   help=f"largest backend answer read; bigger ones are a 503 (default {DEFAULT_MAX_ANSWER_BYTES})")
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not _HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
+        raise ConfigError(f"--backend-header {name or text[:20]!r}...: expected NAME=VALUE with an HTTP header name")
+    return name, value
+
+
+def access_from_args(args: argparse.Namespace) -> BackendAccess:
+    """The ``BackendAccess`` the flags of ``add_backend_arguments`` describe."""
+    return BackendAccess(
+        ca_file=args.backend_ca_file, cert_file=args.backend_cert_file, key_file=args.backend_key_file,
+        token_file=args.backend_token_file, basic_auth_file=args.backend_basic_auth_file,
+        headers=tuple(_header(h) for h in args.backend_header), tenant=args.backend_tenant,
+        insecure_skip_verify=args.backend_insecure_skip_verify, max_answer_bytes=args.backend_max_answer_bytes)
+
+
+def check_access(url: str, flavour: str, access: BackendAccess) -> str:
+    """Validate everything at start-up (URL layout, files readable, TLS context builds); the resolved URL.
+
+    Raises ConfigError with the flag to fix. Logs one line saying where and how the adapter reads (no secrets).
+    """
+    resolved = resolve_url(url, flavour, access)
+    _client_kwargs(resolved, flavour, access)
+    log.info("metrics backend: %s (%s) %s", redact_url(resolved), flavour, access.describe())
+    return resolved
+
+
+class BackendSettings(TypedDict):
+    prometheus_url: str
+    backend: Flavour
+    query_timeout_s: float
+    backend_access: BackendAccess
+
+
+def backend_settings(args: argparse.Namespace) -> BackendSettings:
+    """``Settings`` keyword arguments for the flags of ``add_backend_arguments``, checked (``check_access``):
+    ``Settings(**backend_settings(args), catalog=...)``. For serve, explain, calibrate."""
+    access = access_from_args(args)
+    if args.query_timeout <= 0:
+        raise ConfigError("--query-timeout must be positive")
+    check_access(args.prometheus_url, args.backend, access)
+    return BackendSettings(prometheus_url=args.prometheus_url, backend=args.backend,
+                           query_timeout_s=args.query_timeout, backend_access=access)
