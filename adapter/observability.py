@@ -155,6 +155,10 @@ class Observability:
                                          "loop (a bug in the refresh loop)", ["stage"], registry=r)
         for stage in ("history", "fit", "loop"):
             self.forecast_failures.labels(stage)   # present at 0 so rate() works from the first failure
+        self.rejected = Counter(PREFIX + "series_rejected",
+                                "Series or pods refused while reducing per pod: untrusted (a pod label from a "
+                                "target the layout does not trust), negative (a metric that cannot be), "
+                                "extreme_value, bad_timestamp", ["metric", "reason"], registry=r)
         self._unknown_names: set[str] = set()
         self._pods: dict[tuple[str, str, str], PodEntry] = {}
         self._issued: dict[WorkloadKey, list[Issued]] = {}
@@ -195,6 +199,10 @@ class Observability:
         self.unknown_metrics.labels(metric, resource if resource in _RESOURCES else OTHER).inc()
 
     # -- backend -----------------------------------------------------------------------------------
+    def series_rejected(self, metric: str, counts: Mapping[str, int]) -> None:
+        for reason, n in counts.items():
+            self.rejected.labels(metric, reason).inc(n)
+
     def upstream_query(self, backend: str, endpoint: str, seconds: float, outcome: str) -> None:
         """``PromClient``'s observer: one backend query and how it ended."""
         self.upstream_queries.labels(backend, endpoint, outcome).inc()
