@@ -326,6 +326,9 @@ _FAMILIES = (
     ("pod_term_value", "gauge", "A composite term's metric value for the pod"),
     ("pod_term_contribution", "gauge", "A term's share of the pod's composite: weight x value / target"),
     ("pod_series", "gauge", "Pods with a computed composite (live entries)"),
+    ("forecast_workloads", "gauge", "Workloads being forecast (at most the catalog's forecast.max_workloads)"),
+    ("forecast_workloads_refused_total", "counter",
+     "New workloads not forecast (boost 1) because forecast.max_workloads was reached"),
     ("workload_load", "gauge", "The workload's latest load (requests/s)"),
     ("workload_load_forecast", "gauge", "Peak forecast load over the horizon (requests/s)"),
     ("workload_boost", "gauge", "The boost applied to the workload now (1 = none)"),
@@ -360,6 +363,10 @@ def _computed_text(obs: Observability) -> str:
 
     service = obs._forecasts
     now = obs.clock()
+    if service is not None:
+        lines["forecast_workloads"].append(f"{PREFIX}forecast_workloads {float(len(service.workloads()))!r}")
+        lines["forecast_workloads_refused_total"].append(
+            f"{PREFIX}forecast_workloads_refused_total {float(service.refused)!r}")
     for key, state in obs._known_workloads().items():
         assert service is not None
         wl = _labels(namespace=key.namespace, workload=workload_label(key.deployments))

@@ -174,9 +174,13 @@ class PrometheusProvider:
         self.forecasts.touch(key)
         return self.forecasts.boost(key)[0]
 
-    def _forecast_sample(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
-        """llm_load_forecast / llm_load_boost of a Deployment, from memory (never waits for a fit)."""
+    async def _forecast_sample(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
+        """llm_load_forecast / llm_load_boost of a Deployment, from memory (never waits for a fit).
+
+        The Deployment must exist with pods (pod source) before it is registered as a workload."""
         assert self.forecasts is not None and obj.namespace is not None
+        if not await self.pods.pods_for_deployment(obj.namespace, obj.name):
+            raise metric_not_found(info, obj.name, metric_selector)
         key = WorkloadKey(obj.namespace, (obj.name,))
         self.forecasts.touch(key)
         state = self.forecasts.state(key)
@@ -209,18 +213,19 @@ class PrometheusProvider:
             raise metric_not_found(info, obj.name)
         selector_matchers(metric_selector)
         if info.metric in (FORECAST_METRIC, BOOST_METRIC):
-            return self._forecast_sample(obj, info, metric_selector)
+            return await self._forecast_sample(obj, info, metric_selector)
         scope = await self.object_scope(obj, info.resource)
         if scope.pods is not None and not scope.pods:
             raise metric_not_found(info, obj.name, metric_selector)
+        reading = await self.read(self._base(info.metric), scope, metric_selector)
+        if not reading.values or (info.resource == "pods" and obj.name not in reading.values):
+            raise metric_not_found(info, obj.name, metric_selector)
+        # Only now is the workload known to exist (a named pod has series; a Deployment has pods): register it.
         boost = 1.0
         if info.resource == "pods":
             boost = self._boost(key_for_pods(scope.namespace, [obj.name]), info.metric)
         elif info.resource == "deployments.apps":
             boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), info.metric)
-        reading = await self.read(self._base(info.metric), scope, metric_selector)
-        if not reading.values:
-            raise metric_not_found(info, obj.name, metric_selector)
         if info.resource == "pods":
             return self._sample(obj, info.metric, _times(reading.values[obj.name], boost), metric_selector)
         values = list(reading.values.values())
