@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from adapter.api.quantity import parse_quantity
 from adapter.settings import Settings
@@ -155,3 +156,24 @@ def test_external_metrics_with_kubectl(prometheus: TestBackend, unique_ns: str, 
         assert done.returncode == 0, done.stderr
         doc = json.loads(done.stdout)
         assert doc["items"][0]["metricLabels"] == {"model_name": "llama"} and doc["items"][0]["value"] == "8"
+
+
+def test_external_hpa_example_reads_a_served_metric(prometheus: TestBackend, unique_ns: str) -> None:
+    """apiservice-manifests/examples/external/: a valid autoscaling/v2 HPA whose metric and selector the
+    adapter serves (one item, so the HPA's sum over items is the Deployment's value)."""
+    from tests.deploy.manifests import EXAMPLES
+    from tests.deploy.test_manifests import check_object
+
+    hpa = yaml.safe_load((EXAMPLES / "external" / "vllm-hpa-external.yaml").read_text())
+    assert check_object(hpa) == "schema"
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "External" and metric["external"]["target"]["type"] == "Value"
+    name = metric["external"]["metric"]["name"]
+    labels = metric["external"]["metric"]["selector"]["matchLabels"]
+    assert labels == {"deployment": hpa["spec"]["scaleTargetRef"]["name"]}
+    load(prometheus, unique_ns)
+    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")
+    with running_adapter(settings) as url:
+        # The same metric and selector against this test's Deployment "llama".
+        (item,) = items(ext(url, unique_ns, name, "deployment=llama"))
+        assert item["metricLabels"] == {"deployment": "llama"}
