@@ -177,3 +177,14 @@ def test_external_hpa_example_reads_a_served_metric(prometheus: TestBackend, uni
         # The same metric and selector against this test's Deployment "llama".
         (item,) = items(ext(url, unique_ns, name, "deployment=llama"))
         assert item["metricLabels"] == {"deployment": "llama"}
+
+
+def test_external_request_is_authorized_as_list_of_the_metric() -> None:
+    """The SubjectAccessReview attributes of an external metrics request, as the kube-apiserver forms them:
+    verb list (no object name), resource = the metric, in the namespace; what rbac.yaml grants the HPA."""
+    from adapter.auth.user import UserInfo, request_attributes
+
+    attrs = request_attributes(UserInfo("system:serviceaccount:kube-system:horizontal-pod-autoscaler"), "GET",
+                               f"{EXT}/namespaces/llm/llm_composite_load_boosted", b"labelSelector=deployment%3Dvllm")
+    assert (attrs.resource_request, attrs.verb, attrs.group, attrs.version, attrs.namespace, attrs.resource,
+            attrs.name) == (True, "list", "external.metrics.k8s.io", "v1beta1", "llm", "llm_composite_load_boosted", "")
