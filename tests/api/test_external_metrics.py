@@ -133,10 +133,12 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
         assert all(k.deployments != ("ghost",) for k in APPS[url].state.forecasts.workloads())
 
         # Errors are Status documents.
+        many = ",".join(f"d{i}" for i in range(51))
         for r, code in ((ext(url, unique_ns, "no_such_metric"), 404),
                         (ext(url, unique_ns, "inference_queue_depth", "a in (b"), 400),
                         (ext(url, unique_ns, "inference_queue_depth", "replicas>1"), 400),
                         (ext(url, unique_ns, "inference_queue_depth", method="POST"), 405),
+                        (ext(url, unique_ns, "llm_load_boost", f"deployment in ({many})"), 400),
                         (ext(url, "Not_A_Namespace", "inference_queue_depth"), 400),
                         (httpx.get(f"{url}/apis/external.metrics.k8s.io/v1beta2", timeout=10), 404),
                         (httpx.get(f"{url}{EXT}/namespaces/{unique_ns}/a/b", timeout=10), 404)):
