@@ -20,15 +20,19 @@ Two kinds of metric are served:
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass
 
-from adapter.aggregate import combine
+from adapter.aggregate import MAX_SERVABLE, MAX_TIMESTAMP, combine
 from adapter.api.selectors import EVERYTHING, Selector
 from adapter.errors import BadRequest, NotFound
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.promql import Scope, selector_matchers
 from adapter.settings import BOOST_METRIC, FORECAST_METRIC
+
+log = logging.getLogger(__name__)
 
 DEPLOYMENT_LABEL = "deployment"
 # One HPA scales one workload; a selector naming more Deployments than this is refused (400) rather than
@@ -80,6 +84,9 @@ class ExternalProvider:
         catalog = self.provider.catalog
         rule = catalog.metrics[metric].objects if metric in catalog.metrics else catalog.composites[metric].objects
         combined = combine([v.value for v in values], rule)
+        if not (math.isfinite(combined) and abs(combined) <= MAX_SERVABLE):   # a sum of large per-pod values
+            log.warning("external %s in %s: combined value %r is not servable", metric, namespace, combined)
+            return []
         labels = {r.key: r.values[0] for r in selector.requirements if r.operator in ("=", "==")}
         return [ExternalValue(metric, labels, max(v.ts for v in values), combined, self.provider.window_s(metric))]
 
@@ -105,5 +112,10 @@ class ExternalProvider:
                                                                 info, EVERYTHING)
             except NotFound:
                 continue   # no such Deployment, no pods, or no data yet: omitted, never a made-up value
+            if not (abs(sample.value) <= MAX_SERVABLE and 0 <= sample.ts <= MAX_TIMESTAMP):
+                # e.g. a forecast fitted to an absurd history: omit this Deployment, serve the others
+                log.warning("external %s: Deployment %s/%s omitted, unservable value %r at %r", metric, namespace,
+                            name, sample.value, sample.ts)
+                continue
             out.append(ExternalValue(metric, {DEPLOYMENT_LABEL: name}, sample.ts, sample.value, sample.window_s))
         return out

@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from adapter.settings import Settings
-from tests.support.adapter_server import running_adapter
+from adapter.workloads import WorkloadKey
+from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 
 GOOD, HUGE, BAD_TS = "llama-5d8f7b9c6-good1", "llama-5d8f7b9c6-huge1", "llama-5d8f7b9c6-badts"
@@ -105,3 +106,36 @@ def test_tenant_extreme_value_omits_only_that_pod(backend: TestBackend, unique_n
             found = re.search(rf'llm_hpa_adapter_series_rejected_total\{{metric="inference_queue_depth",'
                               rf'reason="{reason}"\}} (\S+)', metrics)
             assert found is not None and float(found.group(1)) >= 1, reason
+
+
+def test_tenant_extreme_forecast_omits_only_that_deployment(prometheus: TestBackend, unique_ns: str) -> None:
+    """An absurd request rate (1e19/s) in one Deployment's history: its forecast is beyond what an HPA can
+    read, so the external per-Deployment list omits it and still serves the other Deployment."""
+    now = float(int(time.time()) - 20)
+    hist = [now - 11 * 3600 + 60 * i for i in range(11 * 60 + 1)]
+    series = []
+    for dep, rps in (("small", 4.0), ("huge", 1e19)):
+        pod, rs = f"{dep}-5d8f7b9c6-{dep[:3]}01", f"{dep}-5d8f7b9c6"
+        series += [Series({"__name__": "vllm:request_success_total", "namespace": unique_ns, "pod": pod},
+                          [(t, rps * (t - hist[0])) for t in hist]),
+                   Series({"__name__": "kube_pod_owner", "namespace": unique_ns, "pod": pod, "owner_kind": "ReplicaSet",
+                           "owner_name": rs}, [(t, 1.0) for t in hist[-10:]]),
+                   Series({"__name__": "kube_replicaset_owner", "namespace": unique_ns, "replicaset": rs,
+                           "owner_kind": "Deployment", "owner_name": dep}, [(t, 1.0) for t in hist[-10:]])]
+    prometheus.load(series)
+    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2)
+    path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{unique_ns}/llm_load_forecast"
+    with running_adapter(settings) as adapter:
+        deadline = time.monotonic() + 60
+        while True:
+            r = httpx.get(adapter + path, params={"labelSelector": "deployment in (huge,small)"}, timeout=30)
+            assert r.status_code == 200, r.text
+            got = {i["metricLabels"]["deployment"]: i["value"] for i in r.json()["items"]}
+            forecasts = APPS[adapter].state.forecasts.workloads()
+            if got and all(s is not None for s in forecasts.values()) and len(forecasts) == 2:
+                break
+            assert time.monotonic() < deadline, (got, forecasts)
+            time.sleep(0.3)
+        assert set(got) == {"small"}
+        huge = forecasts[WorkloadKey(unique_ns, ("huge",))]
+        assert huge is not None and huge.peak is not None and huge.peak > 1e18   # it was fitted, not lost
