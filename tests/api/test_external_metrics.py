@@ -190,3 +190,12 @@ def test_external_request_is_authorized_as_list_of_the_metric() -> None:
                                f"{EXT}/namespaces/llm/llm_composite_load_boosted", b"labelSelector=deployment%3Dvllm")
     assert (attrs.resource_request, attrs.verb, attrs.group, attrs.version, attrs.namespace, attrs.resource,
             attrs.name) == (True, "list", "external.metrics.k8s.io", "v1beta1", "llm", "llm_composite_load_boosted", "")
+
+
+def test_external_requests_have_their_own_route_label() -> None:
+    from adapter.routes.observability import classify
+
+    assert classify(f"{EXT}/namespaces/llm/inference_queue_depth") == ("external", "v1beta1", None, None)
+    assert classify(EXT) == ("external", "v1beta1", None, None)
+    assert classify("/apis/external.metrics.k8s.io") == ("external", "", None, None)
+    assert classify("/apis/external.metrics.k8s.io/v9/x") == ("external", "other", None, None)
