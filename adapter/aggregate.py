@@ -4,8 +4,13 @@ No I/O, no clock, no event loop: every function here is a plain function over sm
 rules that decide what the HPA sees are tested directly.
 
 Rules (documented in the README):
-- a series is attributed to a pod by the first catalog layout whose pod label is non-empty; others are ignored;
+- a series is attributed to a pod by the first catalog layout whose pod label is non-empty and whose trust
+  rules accept the series' target labels; a layout that does not trust the series is skipped (and the
+  series counted as ``untrusted``); others are ignored;
 - non-finite samples (NaN, ±Inf) are dropped before reduction; a pod left with no sample is omitted, never 0;
+- for a metric that cannot be negative, a negative sample is dropped (counted as ``negative``), never clamped;
+- a pod with a sample no HPA can read (|value| beyond an int64 milli-value, or a timestamp that is not a
+  time between 1970 and 9999) is omitted whole (counted), so one bad series never fails the whole list;
 - ``p90`` is numpy's linear-interpolation percentile, the same definition as PromQL ``quantile(0.9, ...)``;
 - a composite rescales the weights of the terms that have data to sum to 1; no term → the pod is omitted.
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +27,33 @@ from adapter.query.results import Sample
 from adapter.settings import Combine, Layout, Reduce, Term
 
 PodKey = tuple[str, str]  # (namespace, pod)
+
+# The HPA reads a metric as Quantity.MilliValue(), an int64 (kubernetes/apimachinery
+# pkg/api/resource/quantity.go): a value beyond (2^63 - 1) / 1000 cannot reach it intact.
+MAX_SERVABLE = (2**63 - 1) / 1000
+# metav1.Time marshals as RFC 3339, whose years are 0000-9999; before the epoch is no backend sample either.
+MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+@dataclass
+class Rejections:
+    """What ``reduce_by_pod`` refused, for the caller to log, count and explain (aggregate does no I/O).
+
+    ``counts``: reason → series/pods refused (``untrusted``, ``negative``, ``extreme_value``, ``bad_timestamp``);
+    ``notes``: one human-readable line per refusal (bounded), naming the pod and why.
+    """
+
+    counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    max_notes: int = 20
+
+    def add(self, reason: str, note: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        if len(self.notes) < self.max_notes:
+            self.notes.append(note)
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +82,20 @@ class CompositeValue:
     missing: tuple[str, ...]  # metrics of the composite with no data for this pod
 
 
-def attribute(labels: Mapping[str, str], layouts: Sequence[Layout]) -> PodKey | None:
-    """(namespace, pod) a series belongs to, or None when no layout names a pod (e.g. an idle GPU)."""
+def attribute(labels: Mapping[str, str], layouts: Sequence[Layout],
+              untrusted: list[Layout] | None = None) -> PodKey | None:
+    """(namespace, pod) a series belongs to, or None when no trusted layout names a pod (e.g. an idle GPU).
+
+    A layout whose pod label is set but whose trust rules reject the series is skipped (appended to
+    ``untrusted`` when given): its claim about the pod comes from a target not allowed to make it.
+    """
     for lay in layouts:
         pod = labels.get(lay.pod)
         if pod:
+            if lay.trust and not lay.trusts(labels):
+                if untrusted is not None:
+                    untrusted.append(lay)
+                continue
             ns = labels.get(lay.namespace)
             return (ns, pod) if ns else None
     return None
@@ -80,28 +121,71 @@ def reduce_values(values: Sequence[float], how: Reduce) -> float:
     raise ValueError(f"unknown reduction {how!r}")
 
 
+def _who(labels: Mapping[str, str]) -> str:
+    shown = ",".join(f"{k}={v!r}" for k, v in sorted(labels.items())[:8])
+    return "{" + shown + ("...}" if len(labels) > 8 else "}")
+
+
 def group_by_pod(samples: Iterable[Sample], layouts: Sequence[Layout], namespace: str,
-                 pods: Collection[str] | None) -> dict[str, list[Sample]]:
-    """The finite samples of each pod of ``namespace`` (restricted to ``pods`` when given)."""
+                 pods: Collection[str] | None, *, nonnegative: bool = False,
+                 rejected: Rejections | None = None) -> dict[str, list[Sample]]:
+    """The finite samples of each pod of ``namespace`` (restricted to ``pods`` when given).
+
+    With ``nonnegative``, negative samples are dropped too. Refusals are reported in ``rejected``.
+    """
     out: dict[str, list[Sample]] = {}
     for s in samples:
         if not math.isfinite(s.value):
             continue
-        key = attribute(s.labels, layouts)
+        untrusted: list[Layout] = []
+        key = attribute(s.labels, layouts, untrusted)
+        if untrusted and rejected is not None:
+            lay = untrusted[0]
+            rejected.add("untrusted", f"ignored {lay.pod}={s.labels.get(lay.pod)!r} of series {_who(s.labels)}: "
+                                      f"layout {lay.name!r} trusts only targets matching {dict(lay.trust)}")
         if key is None or key[0] != namespace or (pods is not None and key[1] not in pods):
+            continue
+        if nonnegative and s.value < 0:
+            if rejected is not None:
+                rejected.add("negative", f"pod {key[1]}: dropped negative sample {s.value!r} of series "
+                                         f"{_who(s.labels)} (this metric cannot be negative)")
             continue
         out.setdefault(key[1], []).append(s)
     return out
 
 
+def _servable(pod: str, group: Sequence[Sample], rejected: Rejections | None) -> bool:
+    """False (and reported) if a sample of the pod cannot be served: the whole pod is omitted."""
+    for s in group:
+        if abs(s.value) > MAX_SERVABLE:
+            if rejected is not None:
+                rejected.add("extreme_value", f"pod {pod} omitted: sample {s.value!r} of series {_who(s.labels)} "
+                                              f"is beyond what an HPA can read (|v| <= {MAX_SERVABLE:.4g})")
+            return False
+        if not (0 <= s.ts <= MAX_TIMESTAMP):  # also false for NaN
+            if rejected is not None:
+                rejected.add("bad_timestamp", f"pod {pod} omitted: series {_who(s.labels)} has timestamp {s.ts!r}")
+            return False
+    return True
+
+
 def reduce_by_pod(samples: Iterable[Sample], layouts: Sequence[Layout], how: Reduce, namespace: str,
-                  pods: Collection[str] | None = None) -> dict[str, PodValue]:
-    """Per-pod values of one metric; pods without a finite sample are absent."""
+                  pods: Collection[str] | None = None, *, nonnegative: bool = False,
+                  rejected: Rejections | None = None) -> dict[str, PodValue]:
+    """Per-pod values of one metric; pods without a usable sample are absent (see the module rules)."""
     out = {}
-    for pod, group in group_by_pod(samples, layouts, namespace, pods).items():
+    groups = group_by_pod(samples, layouts, namespace, pods, nonnegative=nonnegative, rejected=rejected)
+    for pod, group in groups.items():
+        if not _servable(pod, group, rejected):
+            continue
         value = reduce_values([s.value for s in group], how)
-        if math.isfinite(value):
-            out[pod] = PodValue(value=value, ts=max(s.ts for s in group), series=len(group))
+        if not math.isfinite(value):
+            continue
+        if abs(value) > MAX_SERVABLE:  # e.g. a sum of large values
+            if rejected is not None:
+                rejected.add("extreme_value", f"pod {pod} omitted: its value {value!r} is beyond what an HPA can read")
+            continue
+        out[pod] = PodValue(value=value, ts=max(s.ts for s in group), series=len(group))
     return out
 
 

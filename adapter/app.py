@@ -24,7 +24,7 @@ from adapter.pods.base import PodSource
 from adapter.provider.base import MetricsProvider
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.client import PromClient, open_backend
-from adapter.routes import custom_metrics, system
+from adapter.routes import custom_metrics, external_metrics, system
 from adapter.routes import observability as observability_routes
 from adapter.routes.http import plain_not_found
 from adapter.routes.limits import SizeLimit
@@ -99,9 +99,11 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     obs = Observability(clock=clock)   # its own registry, one per app: nothing global
     obs.catalog_in_use(settings.catalog)
     app.state.observability = obs
-    app.add_route("/apis", custom_metrics.apis, methods=["GET"])
+    app.add_route("/apis", external_metrics.apis, methods=["GET"])   # lists both groups
     app.add_route(custom_metrics.PREFIX, custom_metrics.group, methods=["GET"])
     app.add_route(custom_metrics.PREFIX + "/{rest:path}", custom_metrics.metrics_api, methods=ALL_METHODS)
+    app.add_route(external_metrics.PREFIX, external_metrics.group, methods=["GET"])
+    app.add_route(external_metrics.PREFIX + "/{rest:path}", external_metrics.metrics_api, methods=ALL_METHODS)
     app.add_route("/livez", system.livez, methods=["GET"])
     app.add_route("/healthz", system.livez, methods=["GET"])
     app.add_route("/readyz", system.readyz, methods=["GET"])

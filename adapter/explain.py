@@ -203,9 +203,14 @@ def build(*, catalog: Catalog, namespace: str, metric: str, base: str, pods: Seq
           hpa: HPAExplanation | None = None, problems: Sequence[str] = ()) -> Explanation:
     """Assemble the explanation from what the provider answered (pure)."""
     problems = list(problems)
+    if reading is not None:
+        problems += [f"refused: {note}" for note in reading.rejected]
     names = _read_metrics(catalog, base) if reading is not None else []
     terms_of = {t.metric: t for t in catalog.composites[base].terms} if base in catalog.composites else {}
-    raw_by_pod = {n: group_by_pod(raw.get(n, []), catalog.layouts, namespace, pods) for n in raw}
+    raw_by_pod = {n: group_by_pod(raw.get(n, []), catalog.layouts_for(catalog.metrics[n]) if n in catalog.metrics
+                                  else catalog.layouts, namespace, pods,
+                                  nonnegative=n in catalog.metrics and catalog.metrics[n].nonnegative)
+                  for n in raw}
     out = []
     for pod in pods:
         missing: list[str] = []

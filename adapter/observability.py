@@ -155,6 +155,10 @@ class Observability:
                                          "loop (a bug in the refresh loop)", ["stage"], registry=r)
         for stage in ("history", "fit", "loop"):
             self.forecast_failures.labels(stage)   # present at 0 so rate() works from the first failure
+        self.rejected = Counter(PREFIX + "series_rejected",
+                                "Series or pods refused while reducing per pod: untrusted (a pod label from a "
+                                "target the layout does not trust), negative (a metric that cannot be), "
+                                "extreme_value, bad_timestamp", ["metric", "reason"], registry=r)
         self._unknown_names: set[str] = set()
         self._pods: dict[tuple[str, str, str], PodEntry] = {}
         self._issued: dict[WorkloadKey, list[Issued]] = {}
@@ -195,6 +199,10 @@ class Observability:
         self.unknown_metrics.labels(metric, resource if resource in _RESOURCES else OTHER).inc()
 
     # -- backend -----------------------------------------------------------------------------------
+    def series_rejected(self, metric: str, counts: Mapping[str, int]) -> None:
+        for reason, n in counts.items():
+            self.rejected.labels(metric, reason).inc(n)
+
     def upstream_query(self, backend: str, endpoint: str, seconds: float, outcome: str) -> None:
         """``PromClient``'s observer: one backend query and how it ended."""
         self.upstream_queries.labels(backend, endpoint, outcome).inc()
@@ -318,6 +326,9 @@ _FAMILIES = (
     ("pod_term_value", "gauge", "A composite term's metric value for the pod"),
     ("pod_term_contribution", "gauge", "A term's share of the pod's composite: weight x value / target"),
     ("pod_series", "gauge", "Pods with a computed composite (live entries)"),
+    ("forecast_workloads", "gauge", "Workloads being forecast (at most the catalog's forecast.max_workloads)"),
+    ("forecast_workloads_refused_total", "counter",
+     "New workloads not forecast (boost 1) because forecast.max_workloads was reached"),
     ("workload_load", "gauge", "The workload's latest load (requests/s)"),
     ("workload_load_forecast", "gauge", "Peak forecast load over the horizon (requests/s)"),
     ("workload_boost", "gauge", "The boost applied to the workload now (1 = none)"),
@@ -352,6 +363,10 @@ def _computed_text(obs: Observability) -> str:
 
     service = obs._forecasts
     now = obs.clock()
+    if service is not None:
+        lines["forecast_workloads"].append(f"{PREFIX}forecast_workloads {float(len(service.workloads()))!r}")
+        lines["forecast_workloads_refused_total"].append(
+            f"{PREFIX}forecast_workloads_refused_total {float(service.refused)!r}")
     for key, state in obs._known_workloads().items():
         assert service is not None
         wl = _labels(namespace=key.namespace, workload=workload_label(key.deployments))

@@ -7,6 +7,7 @@ editing the YAML sees at once what to fix. Nothing here does I/O except ``load_c
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -39,10 +40,23 @@ def duration_seconds(text: str) -> float:
 
 @dataclass(frozen=True)
 class Layout:
-    """One way a series can name its pod: the pod label and the namespace label."""
+    """One way a series can name its pod: the pod label and the namespace label.
+
+    ``trust`` is the trust model: (label, RE2 regex) pairs the series' *scrape-target* labels must fully
+    match before this layout may attribute it to a pod. Prometheus keeps ``exported_*`` labels from any
+    target (even with ``honorLabels: false``), so a layout naming the pod through labels the scraped
+    process writes itself must be trusted only from the exporters that own those labels (e.g. the
+    dcgm-exporter's namespace). Empty: trusted from any target (labels set by service discovery).
+    """
 
     pod: str
     namespace: str
+    name: str = ""
+    trust: tuple[tuple[str, str], ...] = ()
+
+    def trusts(self, labels: Mapping[str, str]) -> bool:
+        """True if a series with ``labels`` comes from a target this layout trusts (regexes anchored)."""
+        return all(re.fullmatch(rx, labels.get(label, "")) is not None for label, rx in self.trust)
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,8 @@ class MetricDef:
     reduce: Reduce
     objects: Combine
     window: str | None = None
+    layouts: tuple[str, ...] | None = None   # names of the layouts read for this metric; None = all
+    nonnegative: bool = True                  # a negative sample is dropped (and reported), never served
 
     @property
     def window_seconds(self) -> int | None:
@@ -96,6 +112,10 @@ class ForecastDef:
     max_boost: float = 3.0
     forget_after_s: float = 3600.0
     workloads: tuple[tuple[str, str], ...] = ()   # (namespace, deployment) always forecast
+    # At most this many workloads are forecast at once: each costs one range query per step and two
+    # /metrics series, and a workload is registered by a request, so the bound is what keeps a caller
+    # naming many Deployments from growing either without limit. New workloads beyond it get boost 1.
+    max_workloads: int = 500
 
     @property
     def boosted(self) -> str:
@@ -122,12 +142,22 @@ class Catalog:
 
     @property
     def pod_labels(self) -> tuple[str, ...]:
-        """Every label any layout uses, in layout order (namespace before pod), without repeats."""
+        """Every label any layout uses, in layout order (namespace before pod), followed by the labels
+        the trust rules check (so a backend-side ``by (...)`` keeps them), without repeats."""
         seen: dict[str, None] = {}
         for lay in self.layouts:
             seen.setdefault(lay.namespace)
             seen.setdefault(lay.pod)
+        for lay in self.layouts:
+            for label, _ in lay.trust:
+                seen.setdefault(label)
         return tuple(seen)
+
+    def layouts_for(self, metric: MetricDef) -> tuple[Layout, ...]:
+        """The layouts trusted to attribute ``metric``'s series to pods (catalog order)."""
+        if metric.layouts is None:
+            return self.layouts
+        return tuple(lay for lay in self.layouts if lay.name in metric.layouts)
 
 
 @dataclass(frozen=True)
@@ -169,11 +199,11 @@ def _number(entry: dict[str, Any], key: str, where: str) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
-def _parse_metric(name: str, raw: Any) -> MetricDef:
+def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> MetricDef:
     where = f"metrics.{name}"
     _require(bool(METRIC_NAME.match(name)), where, "a metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*")
     entry = _mapping(raw, where)
-    unknown = set(entry) - {"help", "query", "reduce", "objects", "window"}
+    unknown = set(entry) - {"help", "query", "reduce", "objects", "window", "layouts", "nonnegative"}
     _require(not unknown, where, f"unknown keys {sorted(unknown)}")
     query = _str(entry, "query", where)
     _require("<<matchers>>" in query, f"{where}.query", "must contain <<matchers>> (it selects the pods)")
@@ -189,8 +219,17 @@ def _parse_metric(name: str, raw: Any) -> MetricDef:
                  f"{window!r} is not a PromQL duration like 2m")
     _require(("<<window>>" in query) == (window is not None), f"{where}.window",
              "a query using <<window>> needs a window, and a window is only allowed when the query uses it")
+    layouts = entry.get("layouts")
+    if layouts is not None:
+        _require(isinstance(layouts, list) and len(layouts) > 0 and all(isinstance(n, str) for n in layouts),
+                 f"{where}.layouts", "a non-empty list of layout names")
+        for n in layouts:
+            _require(n in layout_names, f"{where}.layouts", f"{n!r} is not a layout name; known: {list(layout_names)}")
+        layouts = tuple(layouts)
+    nonnegative = entry.get("nonnegative", True)
+    _require(isinstance(nonnegative, bool), f"{where}.nonnegative", "true or false")
     return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=reduce,  # type: ignore[arg-type]
-                     objects=objects, window=window)  # type: ignore[arg-type]
+                     objects=objects, window=window, layouts=layouts, nonnegative=nonnegative)  # type: ignore[arg-type]
 
 
 def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> CompositeDef:
@@ -218,19 +257,45 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
                         objects=objects)  # type: ignore[arg-type]
 
 
-def _parse_forecast(raw: Any, composites: dict[str, CompositeDef]) -> ForecastDef:
+def _parse_layout(i: int, raw: Any) -> Layout:
+    where = f"layouts[{i}]"
+    entry = _mapping(raw, where)
+    unknown = set(entry) - {"pod", "namespace", "name", "trust"}
+    _require(not unknown, where, f"unknown keys {sorted(unknown)}")
+    pod, ns = _str(entry, "pod", where), _str(entry, "namespace", where)
+    for label in (pod, ns):
+        _require(bool(LABEL_NAME.match(label)), where, f"{label!r} is not a Prometheus label name")
+    name = _str(entry, "name", where, pod)
+    trust = []
+    for label, rx in _mapping(entry.get("trust") or {}, f"{where}.trust").items():
+        _require(isinstance(label, str) and bool(LABEL_NAME.match(label)), f"{where}.trust",
+                 f"{label!r} is not a Prometheus label name")
+        _require(label not in (pod, ns), f"{where}.trust", f"{label!r} is this layout's own pod/namespace label")
+        _require(isinstance(rx, str), f"{where}.trust.{label}", "a regex string")
+        try:
+            re.compile(rx)
+        except re.error as exc:
+            raise ConfigError(f"{where}.trust.{label}: not a valid regex: {exc}") from None
+        trust.append((label, rx))
+    return Layout(pod=pod, namespace=ns, name=name, trust=tuple(trust))
+
+
+def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names: tuple[str, ...] = ()) -> ForecastDef:
     from adapter.forecast.registry import AUTO, MODELS  # the registry is small; imported only to validate
 
     where = "forecast"
     entry = _mapping(raw, where)
     known = {"base", "load_query", "window", "step", "history_points", "horizon_steps", "model", "max_boost",
-             "forget_after", "workloads"}
+             "forget_after", "workloads", "load_layouts", "max_workloads"}
     unknown = set(entry) - known
     _require(not unknown, where, f"unknown keys {sorted(unknown)}")
     base = _str(entry, "base", where)
     _require(base in composites, f"{where}.base", f"{base!r} is not a composite of this catalog")
-    load = _parse_metric("forecast_load", {"query": _str(entry, "load_query", where), "window": entry.get("window"),
-                                           "reduce": "sum", "objects": "sum"})
+    load_doc = {"query": _str(entry, "load_query", where), "window": entry.get("window"), "reduce": "sum",
+                "objects": "sum"}
+    if entry.get("load_layouts") is not None:
+        load_doc["layouts"] = entry["load_layouts"]
+    load = _parse_metric("forecast_load", load_doc, layout_names)
     durations: dict[str, float] = {}
     for key, default in (("step", "5m"), ("forget_after", "1h")):
         text = entry.get(key, default)
@@ -240,7 +305,7 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef]) -> ForecastDe
             raise ConfigError(f"{where}.{key}: {exc}") from None
         _require(durations[key] > 0, f"{where}.{key}", "must be > 0")
     ints: dict[str, int] = {}
-    for key, int_default, low in (("history_points", 120, 10), ("horizon_steps", 6, 1)):
+    for key, int_default, low in (("history_points", 120, 10), ("horizon_steps", 6, 1), ("max_workloads", 500, 1)):
         value = entry.get(key, int_default)
         _require(isinstance(value, int) and not isinstance(value, bool) and value >= low, f"{where}.{key}",
                  f"an integer >= {low}")
@@ -258,7 +323,8 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef]) -> ForecastDe
                           _str(ww, "deployment", f"{where}.workloads[{i}]")))
     return ForecastDef(base=base, load=load, step_s=durations["step"], history_points=ints["history_points"],
                        horizon_steps=ints["horizon_steps"], model=model, max_boost=float(max_boost),
-                       forget_after_s=durations["forget_after"], workloads=tuple(workloads))
+                       forget_after_s=durations["forget_after"], workloads=tuple(workloads),
+                       max_workloads=ints["max_workloads"])
 
 
 def parse_catalog(doc: Any) -> Catalog:
@@ -268,25 +334,21 @@ def parse_catalog(doc: Any) -> Catalog:
     _require(not unknown, "catalog", f"unknown keys {sorted(unknown)}")
     raw_layouts = root.get("layouts")
     _require(isinstance(raw_layouts, list) and len(raw_layouts) > 0, "layouts", "required, a non-empty list")
-    layouts = []
-    for i, raw in enumerate(raw_layouts):  # type: ignore[arg-type]
-        entry = _mapping(raw, f"layouts[{i}]")
-        pod, ns = _str(entry, "pod", f"layouts[{i}]"), _str(entry, "namespace", f"layouts[{i}]")
-        for label in (pod, ns):
-            _require(bool(LABEL_NAME.match(label)), f"layouts[{i}]", f"{label!r} is not a Prometheus label name")
-        layouts.append(Layout(pod=pod, namespace=ns))
+    layouts = [_parse_layout(i, raw) for i, raw in enumerate(raw_layouts)]  # type: ignore[arg-type]
+    layout_names = tuple(lay.name for lay in layouts)
+    _require(len(set(layout_names)) == len(layout_names), "layouts", f"layout names repeat: {list(layout_names)}")
     gpu_labels = root.get("gpu_labels", [])
     _require(isinstance(gpu_labels, list) and all(isinstance(g, str) and LABEL_NAME.match(g) for g in gpu_labels),
              "gpu_labels", "a list of Prometheus label names")
     raw_metrics = _mapping(root.get("metrics", {}), "metrics")
-    metrics = {name: _parse_metric(str(name), raw) for name, raw in raw_metrics.items()}
+    metrics = {name: _parse_metric(str(name), raw, layout_names) for name, raw in raw_metrics.items()}
     raw_composites = _mapping(root.get("composites", {}) or {}, "composites")
     composites = {name: _parse_composite(str(name), raw, metrics) for name, raw in raw_composites.items()}
     _require(bool(metrics), "metrics", "the catalog serves no metric")
     ttl = root.get("cache_ttl_seconds", 0)
     _require(isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0, "cache_ttl_seconds",
              "a number >= 0")
-    forecast = _parse_forecast(root["forecast"], composites) if root.get("forecast") else None
+    forecast = _parse_forecast(root["forecast"], composites, layout_names) if root.get("forecast") else None
     catalog = Catalog(layouts=tuple(layouts), gpu_labels=tuple(gpu_labels), metrics=metrics,
                       composites=composites, cache_ttl_seconds=float(ttl), forecast=forecast)
     names = catalog.names()

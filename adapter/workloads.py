@@ -147,18 +147,33 @@ class ForecastService:
         self._workloads: dict[WorkloadKey, _Workload] = {}
         self._loop = BackgroundLoop("forecast-refresh", self.refresh_due, tick_s, self._loop_failed, log)
         self.observer = observer
+        self.refused = 0   # new workloads not registered because the cap was reached
         for ns, dep in spec.workloads:
             self._workloads[WorkloadKey(ns, (dep,))] = _Workload(last_seen=math.inf)
 
     # -- what requests use (memory only) ------------------------------------------------------------
-    def touch(self, key: WorkloadKey) -> None:
-        """Note that the HPA asked about ``key``; a new workload gets its first fit right away."""
+    def touch(self, key: WorkloadKey) -> bool:
+        """Note that the HPA asked about ``key``; a new workload gets its first fit right away.
+
+        Callers touch only workloads that exist (their pods are known to the pod source). A new workload
+        beyond ``max_workloads`` is not registered (False): it is served with boost 1, and counted in
+        ``refused``, so no caller can grow the forecast set (range queries, /metrics series) without bound.
+        """
         w = self._workloads.get(key)
         if w is None:
+            if len(self._workloads) >= self.spec.max_workloads:
+                self._drop_forgotten()
+                if len(self._workloads) >= self.spec.max_workloads:
+                    self.refused += 1
+                    if self.refused == 1 or self.refused % 1000 == 0:
+                        log.warning("forecast workloads at the cap (max_workloads=%d): %s not forecast "
+                                    "(boost 1); %d refused so far", self.spec.max_workloads, key, self.refused)
+                    return False
             self._workloads[key] = _Workload(last_seen=self.clock())
             self._loop.wake()
         elif w.last_seen != math.inf:
             w.last_seen = self.clock()
+        return True
 
     def state(self, key: WorkloadKey) -> ForecastState | None:
         w = self._workloads.get(key)
@@ -233,10 +248,14 @@ class ForecastService:
         finally:
             w.fitting = False
 
-    def _due(self) -> list[WorkloadKey]:
-        now, step = self.clock(), self.current_step()
+    def _drop_forgotten(self) -> None:
+        now = self.clock()
         for key in [k for k, w in self._workloads.items() if now - w.last_seen > self.spec.forget_after_s]:
             del self._workloads[key]
+
+    def _due(self) -> list[WorkloadKey]:
+        step = self.current_step()
+        self._drop_forgotten()
         return [k for k, w in self._workloads.items()
                 if not w.fitting and (w.state is None or w.state.step_ts < step)]
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from adapter.aggregate import PodValue, attribute, combine, fuse, reduce_by_pod
+from adapter.aggregate import PodValue, Rejections, attribute, combine, fuse, reduce_by_pod
 from adapter.query.results import Sample
 from adapter.settings import Term, load_catalog
 
@@ -20,7 +20,8 @@ def s(value: float, **labels: str) -> Sample:
 def test_attribution_prefers_exported_labels_and_ignores_idle_gpus() -> None:
     assert attribute({"exported_pod": "w", "exported_namespace": "llm", "pod": "dcgm-x",
                       "namespace": "gpu-operator"}, LAYOUTS) == ("llm", "w")
-    assert attribute({"pod_name": "w", "pod_namespace": "llm"}, LAYOUTS) == ("llm", "w")
+    # dcgm-exporter --use-old-namespace as scraped: the target labels name the exporter's own namespace.
+    assert attribute({"pod_name": "w", "pod_namespace": "llm", "namespace": "gpu-operator"}, LAYOUTS) == ("llm", "w")
     assert attribute({"pod": "w", "namespace": "llm"}, LAYOUTS) == ("llm", "w")
     assert attribute({"pod": "", "namespace": ""}, LAYOUTS) is None
     assert attribute({"pod": "w"}, LAYOUTS) is None
@@ -60,3 +61,35 @@ def test_fuse_rescales_weights_over_present_terms() -> None:
 
 def test_combine() -> None:
     assert combine([1, 2, 3], "mean") == 2 and combine([1, 2, 3], "sum") == 6 and combine([1, 5], "max") == 5
+
+
+def test_untrusted_layouts_are_skipped_and_reported() -> None:
+    """Issue 11 row 1: exported_*/pod_name labels count only from the dcgm-exporter's own targets."""
+    forged = {"exported_pod": "victim", "exported_namespace": "llm", "pod": "attacker", "namespace": "evil"}
+    assert attribute(forged, LAYOUTS) == ("evil", "attacker")   # falls through to its own target labels
+    assert attribute({"pod_name": "victim", "pod_namespace": "llm"}, LAYOUTS) is None
+    rejected = Rejections()
+    out = reduce_by_pod([s(500, **forged), s(0, pod="victim", namespace="llm")], LAYOUTS, "sum", "llm",
+                        rejected=rejected)
+    assert out["victim"].value == 0 and out["victim"].series == 1
+    assert rejected.counts == {"untrusted": 1} and "exported_pod='victim'" in rejected.notes[0]
+
+
+def test_negative_samples_are_dropped_for_nonnegative_metrics_and_reported() -> None:
+    samples = [s(-40, pod="a", namespace="n"), s(3, pod="b", namespace="n", engine="0"),
+               s(-1, pod="b", namespace="n", engine="1")]
+    rejected = Rejections()
+    out = reduce_by_pod(samples, LAYOUTS, "sum", "n", nonnegative=True, rejected=rejected)
+    assert "a" not in out and out["b"].value == 3
+    assert rejected.counts == {"negative": 2}
+    assert reduce_by_pod(samples, LAYOUTS, "sum", "n")["a"].value == -40   # a metric that may be negative
+
+
+def test_a_pod_with_an_unservable_sample_is_omitted_alone() -> None:
+    samples = [s(1e25, pod="a", namespace="n"), s(2, pod="b", namespace="n"),
+               Sample({"pod": "c", "namespace": "n"}, math.nan, 1.0), Sample({"pod": "d", "namespace": "n"}, 1e20, 1.0),
+               s(9e15, pod="e", namespace="n"), s(9e15, pod="e", namespace="n", engine="1")]
+    rejected = Rejections()
+    out = reduce_by_pod(samples, LAYOUTS, "sum", "n", rejected=rejected)
+    assert set(out) == {"b"}
+    assert rejected.counts == {"extreme_value": 2, "bad_timestamp": 2}

@@ -44,6 +44,12 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
      "terms[0].target"),
     (["layouts"], [{"pod": "bad-label", "namespace": "namespace"}], "layouts[0]"),
     (["cache_ttl_seconds"], -1, "cache_ttl_seconds"),
+    (["layouts"], [{"pod": "pod", "namespace": "namespace", "trust": {"job": "(unclosed"}}], "layouts[0].trust.job"),
+    (["layouts"], [{"pod": "pod", "namespace": "namespace", "trust": {"pod": "x"}}], "layouts[0].trust"),
+    (["metrics", "inference_queue_depth", "layouts"], ["nope"], "metrics.inference_queue_depth.layouts"),
+    (["metrics", "inference_queue_depth", "nonnegative"], "yes", "metrics.inference_queue_depth.nonnegative"),
+    (["forecast", "max_workloads"], 0, "forecast.max_workloads"),
+    (["forecast", "load_layouts"], ["nope"], "metrics.forecast_load.layouts"),
 ])
 def test_bad_entries_are_named(path: list[str], value: object, needle: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -64,3 +70,17 @@ def test_durations() -> None:
     assert duration_seconds("2m") == 120 and duration_seconds("1h30m") == 5400
     with pytest.raises(ValueError):
         duration_seconds("2 m")
+
+
+def test_default_trust_model() -> None:
+    """exported_* and pod_name layouts only from the GPU Operator's namespaces; engine series only by target labels."""
+    cat = load_catalog(None)
+    by_name = {lay.name: lay for lay in cat.layouts}
+    assert by_name["dcgm_exported"].trusts({"namespace": "gpu-operator"})
+    assert not by_name["dcgm_exported"].trusts({"namespace": "evil"})
+    assert not by_name["dcgm_exported"].trusts({"namespace": "gpu-operator-evil"})   # anchored
+    assert by_name["target"].trusts({})
+    assert [lay.name for lay in cat.layouts_for(cat.metrics["inference_queue_depth"])] == ["target"]
+    assert [lay.name for lay in cat.layouts_for(cat.metrics["gpu_utilization_p90"])] == [
+        "dcgm_exported", "dcgm_old", "target"]
+    assert cat.forecast is not None and cat.forecast.load.layouts == ("target",) and cat.forecast.max_workloads == 500

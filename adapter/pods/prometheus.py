@@ -5,6 +5,10 @@
   namespace goes into PromQL; the selector is evaluated in Python with the same code as for the API source.
   kube-state-metrics v2 exports only the pod labels allowed by ``--metric-labels-allowlist``.
 - Deployment → ``kube_replicaset_owner`` (ReplicaSets owned by it) joined with ``kube_pod_owner``.
+- Pods that are terminating (``kube_pod_deletion_timestamp`` exists: deletionTimestamp is set) or finished
+  (``kube_pod_status_phase{phase=~"Succeeded|Failed"} == 1``) are left out of both, as the Kubernetes source
+  leaves them out: the HPA averages every item it gets, and a pod on its way out still has a queue and GPU
+  series for a while (kube-state-metrics docs/metrics/workload/pod-metrics.md names both series).
 
 Answers are kept for ``ttl_s`` seconds (default 10, below the HPA's 15 s sync period): pod membership
 changes far more slowly than metric values, and this keeps the request path at one metric query.
@@ -22,7 +26,7 @@ from adapter.aggregate import attribute
 from adapter.api.selectors import Selector
 from adapter.errors import NotFound
 from adapter.query.client import PromClient
-from adapter.query.promql import namespace_series, quote
+from adapter.query.promql import PromQL, namespace_series, quote
 from adapter.settings import Catalog
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
@@ -63,12 +67,14 @@ class PrometheusPodSource:
         cached = self._cached((namespace, None))
         if cached is not None:
             return cached  # type: ignore[return-value]
-        samples = await self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace),
-                                          self.clock())
+        at = self.clock()
+        samples, gone = await asyncio.gather(
+            self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace), at),
+            self._gone(namespace, at))
         pods = []
         for s in samples:
             pod = self._pod(s.labels, namespace)
-            if pod is not None:
+            if pod is not None and pod not in gone:
                 pods.append((pod, {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}))
         self._store((namespace, None), pods)
         return pods
@@ -81,6 +87,14 @@ class PrometheusPodSource:
 
     def ready(self) -> bool:
         return True
+
+    async def _gone(self, namespace: str, at: float) -> set[str]:
+        """Pods of the namespace that are terminating or finished (one query for both)."""
+        deleting = namespace_series("kube_pod_deletion_timestamp", self.catalog, namespace)
+        finished = namespace_series("kube_pod_status_phase", self.catalog, namespace,
+                                    ['phase=~"Succeeded|Failed"'])
+        samples = await self.client.query(PromQL(f"({deleting}) or (({finished}) == 1)"), at)
+        return {pod for s in samples if (pod := self._pod(s.labels, namespace)) is not None}
 
     def _pod(self, labels: dict[str, str], namespace: str) -> str | None:
         key = attribute(labels, self.catalog.layouts)
@@ -98,15 +112,16 @@ class PrometheusPodSource:
         rs_query = namespace_series("kube_replicaset_owner", self.catalog, namespace,
                                     ['owner_kind="Deployment"', f"owner_name={quote(name)}"])
         pod_query = namespace_series("kube_pod_owner", self.catalog, namespace, ['owner_kind="ReplicaSet"'])
-        rs_samples, pod_samples = await asyncio.gather(self.client.query(rs_query, at),
-                                                       self.client.query(pod_query, at))
+        rs_samples, pod_samples, gone = await asyncio.gather(self.client.query(rs_query, at),
+                                                             self.client.query(pod_query, at),
+                                                             self._gone(namespace, at))
         replicasets = {s.labels.get("replicaset") for s in rs_samples} - {None, ""}
         if not replicasets:
             raise NotFound(f'deployments.apps "{name}" not found')
         pods = set()
         for s in pod_samples:
             pod = self._pod(s.labels, namespace)
-            if pod is not None and s.labels.get("owner_name") in replicasets:
+            if pod is not None and pod not in gone and s.labels.get("owner_name") in replicasets:
                 pods.add(pod)
         result = sorted(pods)
         self._store((namespace, name), result)

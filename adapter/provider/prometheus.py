@@ -7,12 +7,13 @@ the queries of a composite concurrently.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from adapter.aggregate import CompositeValue, PodValue, combine, fuse, reduce_by_pod
+from adapter.aggregate import CompositeValue, PodValue, Rejections, combine, fuse, reduce_by_pod
 from adapter.api.selectors import EVERYTHING, Selector
 from adapter.errors import NotFound
 from adapter.pods.base import PodSource
@@ -22,6 +23,8 @@ from adapter.query.promql import PromQL, Scope, render, selector_matchers
 from adapter.query.results import Sample
 from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
+
+log = logging.getLogger(__name__)
 
 # resource → (kind, describedObject.apiVersion, namespaced). "/v1" for core objects is what the upstream
 # helper helpers.ReferenceFor emits (custom-metrics-apiserver pkg/provider/helpers/helpers.go).
@@ -41,6 +44,7 @@ class MetricReading:
     queries: dict[str, PromQL]                 # metric name → the PromQL sent
     samples: dict[str, list[Sample]]           # metric name → the raw samples it answered
     composite: dict[str, CompositeValue] | None = None
+    rejected: tuple[str, ...] = ()             # why series or pods were refused (untrusted, negative, ...)
 
 
 class ReadObserver(Protocol):
@@ -48,6 +52,8 @@ class ReadObserver(Protocol):
 
     def composite_read(self, namespace: str, metric: str, values: Mapping[str, CompositeValue],
                        scope_pods: Iterable[str] | None) -> None: ...
+
+    def series_rejected(self, metric: str, counts: Mapping[str, int]) -> None: ...
 
 
 class PrometheusProvider:
@@ -112,18 +118,27 @@ class PrometheusProvider:
         queries = {n: render(self.catalog.metrics[n], self.catalog, scope, metric_selector) for n in names}
         answers = await asyncio.gather(*(self.client.query(queries[n], at) for n in names))
         samples = dict(zip(names, answers, strict=True))
+        rejected = Rejections()
         per_metric = {
-            n: reduce_by_pod(samples[n], self.catalog.layouts, self.catalog.metrics[n].reduce,
-                             scope.namespace, scope.pods)
+            n: reduce_by_pod(samples[n], self.catalog.layouts_for(self.catalog.metrics[n]),
+                             self.catalog.metrics[n].reduce, scope.namespace, scope.pods,
+                             nonnegative=self.catalog.metrics[n].nonnegative, rejected=rejected)
             for n in names
         }
+        notes: tuple[str, ...] = ()
+        if rejected:
+            notes = tuple(rejected.notes)
+            log.warning("%s in namespace %s: refused %s; first: %s", metric, scope.namespace,
+                        rejected.counts, rejected.notes[0])
+            if self.observer is not None:
+                self.observer.series_rejected(metric, rejected.counts)
         if metric in self.catalog.metrics:
-            return MetricReading(metric, per_metric[metric], queries, samples)
+            return MetricReading(metric, per_metric[metric], queries, samples, rejected=notes)
         fused = fuse(self.catalog.composites[metric].terms, per_metric)
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
-        return MetricReading(metric, values, queries, samples, composite=fused)
+        return MetricReading(metric, values, queries, samples, composite=fused, rejected=notes)
 
     def _sample(self, obj: ObjectRef, metric: str, pv: PodValue, metric_selector: Selector) -> MetricSample:
         return MetricSample(obj=obj, metric=metric, ts=pv.ts, value=pv.value, window_s=self.window_s(metric),
@@ -159,9 +174,13 @@ class PrometheusProvider:
         self.forecasts.touch(key)
         return self.forecasts.boost(key)[0]
 
-    def _forecast_sample(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
-        """llm_load_forecast / llm_load_boost of a Deployment, from memory (never waits for a fit)."""
+    async def _forecast_sample(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
+        """llm_load_forecast / llm_load_boost of a Deployment, from memory (never waits for a fit).
+
+        The Deployment must exist with pods (pod source) before it is registered as a workload."""
         assert self.forecasts is not None and obj.namespace is not None
+        if not await self.pods.pods_for_deployment(obj.namespace, obj.name):
+            raise metric_not_found(info, obj.name, metric_selector)
         key = WorkloadKey(obj.namespace, (obj.name,))
         self.forecasts.touch(key)
         state = self.forecasts.state(key)
@@ -194,18 +213,19 @@ class PrometheusProvider:
             raise metric_not_found(info, obj.name)
         selector_matchers(metric_selector)
         if info.metric in (FORECAST_METRIC, BOOST_METRIC):
-            return self._forecast_sample(obj, info, metric_selector)
+            return await self._forecast_sample(obj, info, metric_selector)
         scope = await self.object_scope(obj, info.resource)
         if scope.pods is not None and not scope.pods:
             raise metric_not_found(info, obj.name, metric_selector)
+        reading = await self.read(self._base(info.metric), scope, metric_selector)
+        if not reading.values or (info.resource == "pods" and obj.name not in reading.values):
+            raise metric_not_found(info, obj.name, metric_selector)
+        # Only now is the workload known to exist (a named pod has series; a Deployment has pods): register it.
         boost = 1.0
         if info.resource == "pods":
             boost = self._boost(key_for_pods(scope.namespace, [obj.name]), info.metric)
         elif info.resource == "deployments.apps":
             boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), info.metric)
-        reading = await self.read(self._base(info.metric), scope, metric_selector)
-        if not reading.values:
-            raise metric_not_found(info, obj.name, metric_selector)
         if info.resource == "pods":
             return self._sample(obj, info.metric, _times(reading.values[obj.name], boost), metric_selector)
         values = list(reading.values.values())

@@ -116,13 +116,17 @@ def layout_matchers(layout: Layout, scope: Scope, extra: Sequence[str] = (),
                     pod_match: tuple[str, str] | None = None) -> str:
     """The matchers that pick the scope's pods in one label layout, followed by ``extra``."""
     op, operand = pod_match or _pod_match(scope)
-    return ",".join([f"{layout.namespace}={quote(scope.namespace)}", f"{layout.pod}{op}{operand}", *extra])
+    # The layout's trust rules go into the query itself, so series from untrusted targets never reach a
+    # backend-side reduction (a sum over an attacker's series and the victim's could not be undone here).
+    trust = [f"{label}=~{quote(rx)}" for label, rx in layout.trust]
+    return ",".join([f"{layout.namespace}={quote(scope.namespace)}", f"{layout.pod}{op}{operand}", *trust, *extra])
 
 
 def render(metric: MetricDef, catalog: Catalog, scope: Scope, metric_selector: Selector) -> PromQL:
     """The one PromQL expression that reads ``metric`` for every pod of ``scope`` in one round-trip.
 
-    The template is rendered once per pod-label layout and the branches are joined with ``or``.
+    The template is rendered once per pod-label layout the metric trusts (``Catalog.layouts_for``) and
+    the branches are joined with ``or``.
     """
     if scope.pods is not None and not scope.pods:
         raise ValueError("render() needs at least one pod; callers skip the query for an empty pod list")
@@ -131,12 +135,13 @@ def render(metric: MetricDef, catalog: Catalog, scope: Scope, metric_selector: S
     gpu = ", ".join(catalog.gpu_labels)
     pod_match = _pod_match(scope)
     branches = []
-    for layout in catalog.layouts:
+    layouts = catalog.layouts_for(metric)
+    for layout in layouts:
         q = metric.query.replace("<<by>>", by).replace("<<gpu>>", gpu)
         if metric.window is not None:
             q = q.replace("<<window>>", metric.window)
         q = q.replace("<<matchers>>", layout_matchers(layout, scope, extra, pod_match))
-        branches.append(f"({q})" if len(catalog.layouts) > 1 else q)
+        branches.append(f"({q})" if len(layouts) > 1 else q)
     return PromQL(" or ".join(branches))
 
 

@@ -25,6 +25,7 @@ from adapter.provider.prometheus import PrometheusProvider
 log = logging.getLogger("adapter.routes")
 
 API_PREFIX = "/apis/custom.metrics.k8s.io"
+EXTERNAL_PREFIX = "/apis/external.metrics.k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
 # The classic text format: every Prometheus 2.x parses it.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -37,12 +38,16 @@ def classify(path: str) -> tuple[str, str, str | None, str | None]:
     """``(route, version, metric, resource)`` of a request path; route and version are bounded sets.
 
     Routes: apis, group, discovery, selector (``.../{resource}/*/{metric}``), object (a named namespaced
-    object), root_object, namespace_metric (``namespaces/{ns}/metrics/{metric}``), api_other, metrics,
-    explain, health, version, openapi, other. Version is v1beta1, v1beta2, other, or "" off the API.
+    object), root_object, namespace_metric (``namespaces/{ns}/metrics/{metric}``), api_other, external
+    (anything under external.metrics.k8s.io), metrics, explain, health, version, openapi, other. Version is
+    v1beta1, v1beta2, other, or "" off the API.
     """
     fixed = _FIXED.get(path.rstrip("/") or path)
     if fixed is not None:
         return fixed, "", None, None
+    if path.startswith(EXTERNAL_PREFIX + "/") or path.rstrip("/") == EXTERNAL_PREFIX:
+        ext_version = path[len(EXTERNAL_PREFIX) + 1:].partition("/")[0]
+        return "external", ext_version if ext_version in ("", "v1beta1") else "other", None, None
     if not path.startswith(API_PREFIX + "/"):
         return "other", "", None, None
     version, _, tail = path[len(API_PREFIX) + 1:].partition("/")

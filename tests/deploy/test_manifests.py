@@ -251,12 +251,13 @@ def test_serviceaccount_is_the_pods_identity(objs: list[Obj]) -> None:
 
 def test_apiservices(objs: list[Obj]) -> None:
     apiservices = {o["metadata"]["name"]: o["spec"] for o in of_kind(objs, "APIService")}
-    assert set(apiservices) == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"}
+    assert set(apiservices) == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io",
+                                "v1beta1.external.metrics.k8s.io"}
     service = find(objs, "Service", NAME, NS)
     priorities = {}
     for name, spec in apiservices.items():
         assert name == f"{spec['version']}.{spec['group']}"  # the API server requires this name
-        assert spec["group"] == "custom.metrics.k8s.io"
+        assert spec["group"] in ("custom.metrics.k8s.io", "external.metrics.k8s.io")
         assert spec["groupPriorityMinimum"] == 100
         assert "insecureSkipTLSVerify" not in spec
         assert spec["service"] == {"name": service["metadata"]["name"], "namespace": NS,
@@ -267,9 +268,10 @@ def test_apiservices(objs: list[Obj]) -> None:
         except binascii.Error:
             pytest.fail(f"{name}: caBundle is not base64")
         assert b"BEGIN CERTIFICATE" not in decoded and b"README" in decoded
-        priorities[spec["version"]] = spec["versionPriority"]
+        priorities[name] = spec["versionPriority"]
     # v1beta2 preferred: the higher versionPriority wins in discovery.
-    assert priorities == {"v1beta2": 200, "v1beta1": 100}
+    assert priorities == {"v1beta2.custom.metrics.k8s.io": 200, "v1beta1.custom.metrics.k8s.io": 100,
+                          "v1beta1.external.metrics.k8s.io": 100}
 
 
 def _bindings_to(objs: list[Obj], namespace: str, name: str) -> list[Obj]:
@@ -302,6 +304,8 @@ def test_hpa_controller_may_read_the_metrics(objs: list[Obj]) -> None:
     # What the adapter's SubjectAccessReview asks for an HPA Pods metric (k8s-metrics-protocol.md §4.4).
     assert rules_allow(rules, "custom.metrics.k8s.io", "pods/llm_composite_load_boosted", "get")
     assert rules_allow(rules, "custom.metrics.k8s.io", "deployments.apps/llm_composite_load", "get")
+    # An External metric: verb list on resource <metric> (no object name) in external.metrics.k8s.io.
+    assert rules_allow(rules, "external.metrics.k8s.io", "llm_composite_load_boosted", "list")
     assert not rules_allow(rules, "", "pods", "get"), "the HPA binding grants nothing beyond the metrics"
 
 

@@ -55,7 +55,7 @@ def test_apiservices_carry_the_generated_ca(overlay: tuple[Path, list[Obj]]) -> 
     root, objs = overlay
     ca_pem = (root / "deploy" / "certs" / "ca.crt").read_bytes()
     apiservices = of_kind(objs, "APIService")
-    assert len(apiservices) == 2
+    assert len(apiservices) == 3   # custom v1beta1, v1beta2; external v1beta1
     for apiservice in apiservices:
         assert base64.b64decode(apiservice["spec"]["caBundle"]) == ca_pem
         assert "insecureSkipTLSVerify" not in apiservice["spec"]

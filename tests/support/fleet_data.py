@@ -56,7 +56,9 @@ def pod_label_set(pod: PodSpec, namespace: str) -> dict[str, str]:
         return {"exported_namespace": namespace, "exported_pod": pod.name, "exported_container": "vllm",
                 "namespace": EXPORTER_NS, "pod": "nvidia-dcgm-exporter-7xk2q", "container": "nvidia-dcgm-exporter"}
     if pod.layout == "old":
-        return {"pod_namespace": namespace, "pod_name": pod.name, "container_name": "vllm"}
+        # dcgm-exporter --use-old-namespace, scraped like any target: pod/namespace name the exporter itself.
+        return {"pod_namespace": namespace, "pod_name": pod.name, "container_name": "vllm",
+                "namespace": EXPORTER_NS, "pod": "nvidia-dcgm-exporter-7xk2q"}
     raise ValueError(pod.layout)
 
 

@@ -1,0 +1,121 @@
+"""external.metrics.k8s.io: workload-level values, read through the Prometheus provider's read path.
+
+Modelled on kubernetes-sigs/custom-metrics-apiserver ``pkg/provider/interfaces.go`` (ExternalMetricsProvider:
+``ListAllExternalMetrics`` and ``GetExternalMetric(namespace, metricSelector, info)``). An external metric
+has no described object: the request names a namespace and a metric, and ``labelSelector`` selects among
+the metric's series by their labels. The HPA (``type: External``) adds up every item it gets.
+
+Two kinds of metric are served:
+
+- per-Deployment metrics of the forecast (``<base>_boosted``, ``llm_load_forecast``, ``llm_load_boost``): one
+  item per Deployment, labelled ``{"deployment": NAME}``. The selector picks them by that label; a selector
+  that names Deployments (``deployment=NAME`` or ``deployment in (A,B)``) reads those, one that does not
+  lists the Deployments already forecast in the namespace. A Deployment without pods is omitted: it is
+  never registered as a workload (issue 11 row 4).
+- every catalog metric and composite, combined over the namespace's pods by the catalog's ``objects`` rule
+  (e.g. ``inference_queue_depth``: the queue summed over every pod whose series match the selector): one
+  item, labelled with the selector's equality requirements. The selector becomes PromQL matchers on the
+  series' own labels, exactly as a custom metric's ``metricLabelSelector``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from adapter.aggregate import MAX_SERVABLE, MAX_TIMESTAMP, combine
+from adapter.api.selectors import EVERYTHING, Selector
+from adapter.errors import BadRequest, NotFound
+from adapter.provider.base import MetricInfo, ObjectRef
+from adapter.provider.prometheus import PrometheusProvider
+from adapter.query.promql import Scope, selector_matchers
+from adapter.settings import BOOST_METRIC, FORECAST_METRIC
+
+log = logging.getLogger(__name__)
+
+DEPLOYMENT_LABEL = "deployment"
+# One HPA scales one workload; a selector naming more Deployments than this is refused (400) rather than
+# turned into that many pod-source lookups and reads.
+MAX_DEPLOYMENTS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalValue:
+    """One item of an ExternalMetricValueList."""
+
+    metric: str
+    labels: dict[str, str]
+    ts: float
+    value: float
+    window_s: int | None
+
+
+class ExternalProvider:
+    """ExternalMetricsProvider over a PrometheusProvider (its catalog, pod source, forecasts and reads)."""
+
+    def __init__(self, provider: PrometheusProvider) -> None:
+        self.provider = provider
+        catalog = provider.catalog
+        self._workload_metrics: tuple[str, ...] = ()
+        if catalog.forecast is not None and provider.forecasts is not None:
+            self._workload_metrics = (catalog.forecast.boosted, FORECAST_METRIC, BOOST_METRIC)
+
+    def list_all_metrics(self) -> list[str]:
+        """Every external metric name (discovery); no I/O."""
+        return sorted({*self.provider.catalog.names(), *self._workload_metrics})
+
+    async def get(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
+        """The items for ``metric`` in ``namespace`` selected by ``selector``; NotFound for an unknown metric,
+        BadRequest for a selector that cannot apply."""
+        if metric in self._workload_metrics:
+            return await self._per_deployment(namespace, metric, selector)
+        if metric in self.provider.catalog.metrics or metric in self.provider.catalog.composites:
+            return await self._combined(namespace, metric, selector)
+        raise NotFound(f"the server could not find the requested resource (external metric {metric!r} is not "
+                       "served; see discovery)")
+
+    async def _combined(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
+        selector_matchers(selector, "labelSelector")   # 400 before any query for what PromQL cannot express
+        reading = await self.provider.read(metric, Scope(namespace, None), selector)
+        if not reading.values:
+            return []
+        values = list(reading.values.values())
+        catalog = self.provider.catalog
+        rule = catalog.metrics[metric].objects if metric in catalog.metrics else catalog.composites[metric].objects
+        combined = combine([v.value for v in values], rule)
+        if not (math.isfinite(combined) and abs(combined) <= MAX_SERVABLE):   # a sum of large per-pod values
+            log.warning("external %s in %s: combined value %r is not servable", metric, namespace, combined)
+            return []
+        labels = {r.key: r.values[0] for r in selector.requirements if r.operator in ("=", "==")}
+        return [ExternalValue(metric, labels, max(v.ts for v in values), combined, self.provider.window_s(metric))]
+
+    def _deployments(self, namespace: str, selector: Selector) -> list[str]:
+        named: set[str] | None = None
+        for r in selector.requirements:
+            if r.key == DEPLOYMENT_LABEL and r.operator in ("=", "==", "in"):
+                named = set(r.values) if named is None else named & set(r.values)
+        if named is None:   # not pinned by name: the Deployments already forecast in the namespace
+            assert self.provider.forecasts is not None
+            named = {k.deployments[0] for k in self.provider.forecasts.workloads()
+                     if k.namespace == namespace and len(k.deployments) == 1}
+        if len(named) > MAX_DEPLOYMENTS:
+            raise BadRequest(f"labelSelector names {len(named)} Deployments; at most {MAX_DEPLOYMENTS} per request")
+        return sorted(d for d in named if selector.matches({DEPLOYMENT_LABEL: d}))
+
+    async def _per_deployment(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
+        out = []
+        info = MetricInfo("deployments.apps", metric, True)
+        for name in self._deployments(namespace, selector):
+            try:
+                sample = await self.provider.get_metric_by_name(ObjectRef("Deployment", "apps/v1", name, namespace),
+                                                                info, EVERYTHING)
+            except NotFound:
+                continue   # no such Deployment, no pods, or no data yet: omitted, never a made-up value
+            if not (abs(sample.value) <= MAX_SERVABLE and 0 <= sample.ts <= MAX_TIMESTAMP):
+                # e.g. a forecast fitted to an absurd history: omit this Deployment, serve the others
+                log.warning("external %s: Deployment %s/%s omitted, unservable value %r at %r", metric, namespace,
+                            name, sample.value, sample.ts)
+                continue
+            out.append(ExternalValue(metric, {DEPLOYMENT_LABEL: name}, sample.ts, sample.value, sample.window_s))
+        return out
