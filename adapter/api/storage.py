@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from adapter.api.selectors import EVERYTHING, Selector, parse_selector
 from adapter.api.wire import VERSIONS, metric_value_list, resource_list
 from adapter.errors import BadRequest, NotFound
+from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.base import MetricInfo, MetricsProvider, ObjectRef
 
 GROUP = "custom.metrics.k8s.io"

@@ -18,7 +18,8 @@ import httpx
 
 from adapter.errors import UpstreamError
 from adapter.query.promql import PromQL
-from adapter.query.results import RangeSeries, Sample, parse_matrix, parse_vector
+from adapter.query.results import RangeSeries, parse_matrix, parse_vector
+from adapter.samples import Sample
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.api.selectors import EVERYTHING, Requirement, Selector, parse_selector
+from adapter.labels import EVERYTHING, Requirement, Selector, parse_selector
 
 # --- parsing: valid input ----------------------------------------------------------------------------------
 

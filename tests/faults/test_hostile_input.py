@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.api.selectors import parse_selector
+from adapter.labels import parse_selector
 from adapter.query.promql import Scope, render
 from adapter.settings import Settings, load_catalog
 from tests.query.test_promql import split_literals

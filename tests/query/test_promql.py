@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.api.selectors import EVERYTHING, parse_selector
 from adapter.errors import BadRequest
+from adapter.labels import EVERYTHING, parse_selector
 from adapter.query.promql import Scope, any_of, quote, regex_quote, render
 from adapter.settings import load_catalog
 
