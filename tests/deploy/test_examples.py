@@ -21,15 +21,14 @@ import pytest
 import yaml
 
 from adapter.hpa.spec import load_hpa
-from tests.deploy.manifests import EXAMPLES, REPO, Obj, find, of_kind, render, selector_matches
-from tests.deploy.test_manifests import check_object
 from tests.hpa.design import DESIGN_HPA
+from tests.support.manifests import EXAMPLES, REPO, Obj, check_object, find, of_kind, render, selector_matches
 
 VLLM_SAMPLE = REPO.parent / "shared" / "data" / "samples" / "vllm.prom"
 
 
 @pytest.fixture(scope="module")
-def objs() -> list[Obj]:
+def objs(kubectl_path: str) -> list[Obj]:
     return render(EXAMPLES)
 
 
