@@ -31,8 +31,6 @@ from adapter.routes.limits import SizeLimit
 from adapter.settings import Settings
 from adapter.workloads import ForecastService
 
-ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-
 
 def make_pod_source(settings: Settings, client: PromClient, clock: Callable[[], float]) -> PodSource:
     if settings.pod_source == "kubernetes":
@@ -103,9 +101,7 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     obs = Observability(clock=clock)   # its own registry, one per app: nothing global
     obs.catalog_in_use(settings.catalog)
     app.state.observability = obs
-    app.add_route("/apis", custom_metrics.apis, methods=["GET"])
-    app.add_route(custom_metrics.PREFIX, custom_metrics.group, methods=["GET"])
-    app.add_route(custom_metrics.PREFIX + "/{rest:path}", custom_metrics.metrics_api, methods=ALL_METHODS)
+    custom_metrics.add_routes(app)
     app.add_route("/livez", system.livez, methods=["GET"])
     app.add_route("/healthz", system.livez, methods=["GET"])
     app.add_route("/readyz", system.readyz, methods=["GET"])
