@@ -202,7 +202,7 @@ def test_resources_and_security(objs: list[Obj]) -> None:
     assert all(set(v) - {"name"} <= allowed for v in pod_spec["volumes"])
     namespace = find(objs, "Namespace", NS)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    # The read-only root filesystem needs a writable /tmp for Python and matplotlib.
+    # The read-only root filesystem needs a writable /tmp for Python (HOME=/tmp in the image).
     _, tmp, _ = _mount_for(objs, "/tmp/x")
     assert "emptyDir" in tmp
 
