@@ -1,7 +1,8 @@
 """HTTP in for observability: ``GET /metrics``, ``GET|POST /explain`` and the request-metrics middleware.
 
 The middleware wraps the whole app (it counts what authentication rejects too) and labels each request
-with a bounded route name from ``classify`` — never with the raw path, which a client controls.
+with a bounded route name: the matched route's (``custom_metrics.labels``), else ``classify``'s — never with
+the raw path, which a client controls.
 """
 
 from __future__ import annotations
