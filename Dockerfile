@@ -19,14 +19,15 @@ FROM python:3.11.13-slim-bookworm
 LABEL org.opencontainers.image.title="llm-hpa-adapter" \
       org.opencontainers.image.description="custom.metrics.k8s.io adapter for LLM inference on GPUs" \
       org.opencontainers.image.licenses="Apache-2.0"
-# HOME and MPLCONFIGDIR point at /tmp: the Deployment runs with a read-only root filesystem and an emptyDir
-# on /tmp. Bytecode is compiled at install time, so nothing needs writing at run time.
+# HOME points at /tmp: the Deployment runs with a read-only root filesystem and an emptyDir on /tmp.
+# Bytecode is compiled at install time, so nothing needs writing at run time.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    HOME=/tmp \
-    MPLCONFIGDIR=/tmp/matplotlib
+    HOME=/tmp
+# The package without extras: serving needs no plotting library (matplotlib is the `plot` extra, for the
+# CLI's --plot), nor the test or lint tools.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels llm-hpa-adapter
 # A numeric, non-root user (the Deployment's runAsUser/fsGroup): runAsNonRoot can only verify numeric users.

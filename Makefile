@@ -35,10 +35,14 @@ demo: sysdeps venv
 test: sysdeps venv
 	$(BIN)/python -m pytest -q
 
+# ruff, mypy --strict, the import-layering contracts in pyproject.toml ([tool.importlinter]), then the
+# formatting check last, so a formatting diff never hides a real finding.
 lint: venv
 	$(BIN)/pip install -q -e '.[test,dev]'
 	$(BIN)/ruff check adapter tests benchmarks
 	$(BIN)/mypy adapter
+	$(BIN)/lint-imports
+	$(BIN)/ruff format --check adapter tests benchmarks
 
 bench: sysdeps venv
 	$(BIN)/python benchmarks/latency.py

@@ -1,6 +1,8 @@
 """The command line: ``python -m adapter <command>`` (also installed as ``llm-hpa-adapter``).
 
-Commands: serve, demo, backtest. Each command module exposes ``register(subparsers)``.
+Commands: serve, demo, backtest, certs, explain, simulate. Each command module exposes
+``register(subparsers)``. Every command module is imported on every run: one that fails to import is a broken
+install or a bug, and fails the whole command line with its error instead of vanishing from ``--help``.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from collections.abc import Sequence
 
 from adapter.errors import ConfigError
 
-# Command modules, imported lazily so `serve` does not pay for statsmodels or matplotlib.
+# Command modules. Each imports its heavy dependencies (statsmodels, matplotlib) inside the functions that
+# need them, so `serve` does not pay for them.
 _COMMANDS = ("adapter.cli.serve", "adapter.cli.demo", "adapter.cli.backtest", "adapter.cli.certs",
              "adapter.cli.explain", "adapter.cli.simulate")
+# Optional dependencies and the extra that installs each (pyproject.toml [project.optional-dependencies]).
+_EXTRAS = {"matplotlib": "plot"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,13 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMANDS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # a command not built yet in this checkout
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
@@ -41,6 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(f"error: this option needs {exc.name}: pip install 'llm-hpa-adapter[{extra}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

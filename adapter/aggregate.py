@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adapter.query.results import Sample
+from adapter.samples import Sample
 from adapter.settings import Combine, Layout, Reduce, Term
 
 PodKey = tuple[str, str]  # (namespace, pod)

@@ -31,8 +31,6 @@ from adapter.routes.limits import SizeLimit
 from adapter.settings import Settings
 from adapter.workloads import ForecastService
 
-ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-
 
 def make_pod_source(settings: Settings, client: PromClient, clock: Callable[[], float]) -> PodSource:
     if settings.pod_source == "kubernetes":
@@ -99,11 +97,11 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     obs = Observability(clock=clock)   # its own registry, one per app: nothing global
     obs.catalog_in_use(settings.catalog)
     app.state.observability = obs
-    app.add_route("/apis", external_metrics.apis, methods=["GET"])   # lists both groups
-    app.add_route(custom_metrics.PREFIX, custom_metrics.group, methods=["GET"])
-    app.add_route(custom_metrics.PREFIX + "/{rest:path}", custom_metrics.metrics_api, methods=ALL_METHODS)
+    app.add_route("/apis", external_metrics.apis, methods=["GET"])   # lists both groups; before custom_metrics' own
+    custom_metrics.add_routes(app)
     app.add_route(external_metrics.PREFIX, external_metrics.group, methods=["GET"])
-    app.add_route(external_metrics.PREFIX + "/{rest:path}", external_metrics.metrics_api, methods=ALL_METHODS)
+    app.add_route(external_metrics.PREFIX + "/{rest:path}", external_metrics.metrics_api,
+                  methods=custom_metrics.ALL_METHODS)
     app.add_route("/livez", system.livez, methods=["GET"])
     app.add_route("/healthz", system.livez, methods=["GET"])
     app.add_route("/readyz", system.readyz, methods=["GET"])

@@ -1,8 +1,9 @@
 """The adapter's error tree: the bottom layer, imported by everything, importing nothing of ours.
 
-Every error that can reach a client is an ``AdapterError``; ``api/status.py`` turns it into a
-Kubernetes ``Status`` body in one place. Foreign errors (httpx, JSON, Kubernetes client) are
-translated into these at the boundary where they happen and never cross a layer untranslated.
+Every error that can reach a client is an ``AdapterError``; ``api/wire.status`` turns it into a
+Kubernetes ``Status`` body in one place (``routes/http.error_response`` sends it). Foreign errors (httpx,
+JSON, Kubernetes client) are translated into these at the boundary where they happen and never cross a
+layer untranslated.
 """
 
 from __future__ import annotations

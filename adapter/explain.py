@@ -23,17 +23,17 @@ from rich.text import Text
 
 from adapter.aggregate import group_by_pod, reduce_values
 from adapter.api.quantity import milli_value, parse_quantity
-from adapter.api.selectors import EVERYTHING, Selector, parse_selector
 from adapter.api.wire import quantity
 from adapter.errors import AdapterError, BadRequest, NotFound
 from adapter.hpa.controller import HPAModel
 from adapter.hpa.proposals import MetricReading as HPAReading
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec, MetricSpec
+from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef
 from adapter.provider.prometheus import MetricReading, PrometheusProvider
 from adapter.query.promql import PromQL, Scope, render
-from adapter.query.results import Sample
+from adapter.samples import Sample
 from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog, MetricDef
 from adapter.workloads import ForecastState, WorkloadKey, key_for_pods
 

@@ -185,7 +185,7 @@ class Observability:
 
     # -- HTTP --------------------------------------------------------------------------------------
     def request(self, route: str, version: str, code: int, seconds: float) -> None:
-        """One HTTP request answered (route and version are the bounded labels of ``classify``)."""
+        """One HTTP request answered (route and version are bounded labels: routes/observability.py)."""
         self.requests.labels(route, version, str(code)).inc()
         self.request_seconds.labels(route, version).observe(seconds)
 

@@ -15,8 +15,8 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from adapter.backend_access import BackendAccess, Flavour
 from adapter.errors import ConfigError
-from adapter.query.backend import BackendAccess, Flavour
 
 Reduce = Literal["p90", "sum", "max", "mean", "min", "any_nonzero"]
 Combine = Literal["mean", "sum", "max"]

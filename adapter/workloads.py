@@ -20,12 +20,12 @@ from typing import Protocol
 
 import numpy as np
 
-from adapter.api.selectors import EVERYTHING
 from adapter.errors import AdapterError
 from adapter.forecast.base import ForecastError
 from adapter.forecast.boost import boost_factor
 from adapter.forecast.registry import AUTO, get_model
 from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS, select_model
+from adapter.labels import EVERYTHING
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.settings import Catalog, ForecastDef

@@ -1,7 +1,12 @@
-"""Shared fixtures: one real Prometheus and one real VictoriaMetrics per test session.
+"""Shared fixtures, and the one place that decides which tests are ``integration`` tests.
 
-Tests that share the servers keep apart by namespace label (``unique_ns``). A test that stops, kills
-or pauses a server must start its own (``tests.support.backends.start_backend``), never these.
+A test is an integration test when it needs an external binary: it uses one of ``BINARY_FIXTURES`` (directly
+or through another fixture) or carries ``@pytest.mark.binary("name", ...)``. ``pytest -m "not integration"``
+runs the rest, which need nothing but Python. A missing binary skips the test on a developer's machine and
+fails it in CI (``CI=true``; ``tests/support/binaries.py``).
+
+One real Prometheus and one real VictoriaMetrics serve the whole session; tests that share them keep apart by
+namespace label (``unique_ns``). A test that stops, kills or pauses a server uses ``own_backend``, never these.
 """
 
 from __future__ import annotations
@@ -13,13 +18,40 @@ import pytest
 
 from adapter.devservers import BinaryNotFound
 from tests.support.backends import KINDS, TestBackend, start_backend
+from tests.support.binaries import missing, require_binary
+
+# Fixtures that start or run an external binary, and the binaries behind each.
+BINARY_FIXTURES = {
+    "prometheus": ("prometheus",),
+    "victoriametrics": ("victoria-metrics",),
+    "backend": ("prometheus", "victoria-metrics"),
+    "own_backend": ("prometheus", "victoria-metrics"),
+    "kubectl_path": ("kubectl",),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ())) & set(BINARY_FIXTURES)
+        if uses or item.get_closest_marker("binary") is not None:
+            item.add_marker(pytest.mark.integration)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("binary"):
+        for name in mark.args:
+            require_binary(name)
+
+
+def _started(kind: str) -> TestBackend:
+    try:
+        return start_backend(kind)
+    except BinaryNotFound as exc:
+        missing(str(exc))
 
 
 def _session_backend(kind: str) -> Iterator[TestBackend]:
-    try:
-        backend = start_backend(kind)
-    except BinaryNotFound as exc:
-        pytest.skip(str(exc))
+    backend = _started(kind)
     try:
         yield backend
     finally:
@@ -43,6 +75,18 @@ def backend(request: pytest.FixtureRequest) -> TestBackend:
     """Each test using it runs once against Prometheus and once against VictoriaMetrics."""
     shared: TestBackend = request.getfixturevalue(request.param)
     return shared
+
+
+@pytest.fixture(params=KINDS, ids=KINDS)
+def own_backend(request: pytest.FixtureRequest) -> Iterator[TestBackend]:
+    """A fresh server of each kind for one test, which may stop, kill or pause it."""
+    yield from _session_backend(request.param)
+
+
+@pytest.fixture(scope="session")
+def kubectl_path() -> str:
+    """The real kubectl (test-infrastructure.md: a dispatcher, v1.32)."""
+    return require_binary("kubectl")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from adapter.aggregate import PodValue, Rejections, attribute, combine, fuse, reduce_by_pod
-from adapter.query.results import Sample
+from adapter.samples import Sample
 from adapter.settings import Term, load_catalog
 
 LAYOUTS = load_catalog(None).layouts

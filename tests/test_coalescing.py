@@ -10,6 +10,7 @@ import dataclasses
 import time
 
 import httpx
+import pytest
 
 from adapter.settings import Settings, load_catalog
 from tests.support.adapter_server import running_adapter
@@ -25,6 +26,7 @@ def query_count(backend: TestBackend) -> float:
     return 0.0
 
 
+@pytest.mark.binary("prometheus")
 def test_concurrent_identical_requests_share_one_query_and_the_ttl_expires() -> None:
     backend = start_backend("prometheus")  # our own: the count must not see other tests' queries
     try:

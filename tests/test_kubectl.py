@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 
@@ -14,7 +13,7 @@ from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
 from tests.support.fleet_data import PodSpec, build, expected
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = pytest.mark.binary("kubectl")
 
 
 def kubectl(url: str, home: str, path: str) -> subprocess.CompletedProcess[str]:

@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from adapter.api.selectors import EVERYTHING, Selector, parse_selector
 from adapter.api.wire import VERSIONS, metric_value_list, resource_list
 from adapter.errors import BadRequest, NotFound
+from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.base import MetricInfo, MetricsProvider, ObjectRef
 
 GROUP = "custom.metrics.k8s.io"
@@ -70,23 +70,12 @@ class Storage:
     def discovery(self, version: str) -> dict[str, Any]:
         return resource_list(f"{GROUP}/{version}", self.provider.list_all_metrics())
 
-    async def get(self, version: str, parts: list[str], params: Mapping[str, str]) -> dict[str, Any]:
-        """``parts``: the decoded path segments after ``/apis/custom.metrics.k8s.io/{version}/``."""
+    async def get(self, version: str, namespace: str | None, resource: str, name: str, metric: str,
+                  params: Mapping[str, str]) -> dict[str, Any]:
+        """One request of a matched route (``routes/custom_metrics.py``): ``namespace`` None for root-scoped
+        objects, and for ``namespaces/{ns}/metrics/{metric}``, which arrives as resource "namespaces", name ns."""
         if version not in VERSIONS:
             raise route_not_found()
-        if not parts:
-            return self.discovery(version)
-        if any(p == "" for p in parts):
-            raise route_not_found()
-        if len(parts) == 4 and parts[0] == "namespaces" and parts[2] == "metrics":
-            namespace, resource, name, metric = None, "namespaces", parts[1], parts[3]
-        elif len(parts) == 5 and parts[0] == "namespaces":
-            namespace, resource, name, metric = parts[1], parts[2], parts[3], parts[4]
-        elif len(parts) == 3:
-            namespace, resource, name, metric = None, parts[0], parts[1], parts[2]
-        else:
-            raise route_not_found()
-
         if namespace is not None:
             _check_name("namespace", namespace, label=True)
         if name != "*":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from adapter.api.selectors import Selector
+from adapter.labels import Selector
 
 
 class PodSource(Protocol):

@@ -36,8 +36,8 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
-from adapter.api.selectors import EVERYTHING, Operator, Requirement, Selector
 from adapter.errors import NotFound, UpstreamError
+from adapter.labels import EVERYTHING, Operator, Requirement, Selector
 
 log = logging.getLogger(__name__)
 

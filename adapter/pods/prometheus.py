@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from adapter.aggregate import attribute
-from adapter.api.selectors import Selector
 from adapter.errors import NotFound
+from adapter.labels import Selector
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, namespace_series, quote
 from adapter.settings import Catalog

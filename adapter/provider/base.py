@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from adapter.api.selectors import Selector
 from adapter.errors import NotFound
+from adapter.labels import Selector
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass
 
 from adapter.aggregate import MAX_SERVABLE, MAX_TIMESTAMP, combine
-from adapter.api.selectors import EVERYTHING, Selector
 from adapter.errors import BadRequest, NotFound
+from adapter.labels import EVERYTHING, Selector
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.promql import Scope, selector_matchers

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapter.aggregate import CompositeValue, PodValue, Rejections, combine, fuse, reduce_by_pod
-from adapter.api.selectors import EVERYTHING, Selector
 from adapter.errors import NotFound
+from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, render, selector_matchers
-from adapter.query.results import Sample
+from adapter.samples import Sample
 from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 

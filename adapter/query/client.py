@@ -32,10 +32,10 @@ from adapter.query.results import (
     BackendAnswerError,
     PartialAnswer,
     RangeSeries,
-    Sample,
     parse_matrix,
     parse_vector,
 )
+from adapter.samples import Sample
 
 if TYPE_CHECKING:
     from adapter.settings import Settings

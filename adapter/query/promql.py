@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NewType
 
-from adapter.api.selectors import Selector
 from adapter.errors import BadRequest
+from adapter.labels import Selector
 from adapter.settings import LABEL_NAME, Catalog, Layout, MetricDef
 
 PromQL = NewType("PromQL", str)

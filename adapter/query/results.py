@@ -19,15 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.errors import InternalError, UpstreamError
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One series of an instant-vector answer: its labels, the evaluation timestamp and the value."""
-
-    labels: dict[str, str]
-    ts: float
-    value: float
+from adapter.samples import Sample
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from adapter.api.selectors import EVERYTHING, Selector, parse_selector
 from adapter.api.wire import api_group as custom_api_group
 from adapter.api.wire import quantity, rfc3339
 from adapter.errors import AdapterError, BadRequest, InternalError, MethodNotAllowed, NotFound
+from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.external import ExternalProvider, ExternalValue
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.routes.http import check_accept, error_response, json_response

@@ -1,7 +1,8 @@
 """HTTP in for observability: ``GET /metrics``, ``GET|POST /explain`` and the request-metrics middleware.
 
 The middleware wraps the whole app (it counts what authentication rejects too) and labels each request
-with a bounded route name from ``classify`` — never with the raw path, which a client controls.
+with a bounded route name: the matched route's (``custom_metrics.labels``), else ``classify``'s — never with
+the raw path, which a client controls.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from adapter.errors import AdapterError, BadRequest, ConfigError
 from adapter.explain import explain, to_text
 from adapter.observability import Observability
 from adapter.provider.prometheus import PrometheusProvider
+from adapter.routes import custom_metrics
 
 log = logging.getLogger("adapter.routes")
 
@@ -87,7 +89,8 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, record_status)
         finally:
-            route, version, metric, resource = classify(scope["path"])
+            # The matched route's labels; classify() for requests no explicit route matched.
+            route, version, metric, resource = custom_metrics.labels(scope) or classify(scope["path"])
             self.obs.request(route, version, status, time.perf_counter() - started)
             if status == 404 and metric is not None and resource is not None:
                 self._maybe_unknown(scope, metric, resource)

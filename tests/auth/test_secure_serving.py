@@ -8,7 +8,6 @@ reached through the official kubernetes client exactly as in a cluster.
 from __future__ import annotations
 
 import json
-import shutil
 import ssl
 import subprocess
 import time
@@ -266,7 +265,7 @@ def test_serving_certificate_rotates_without_restart(pki, secure) -> None:
     assert before != after == fresh.cert.serial_number
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.binary("kubectl")
 def test_kubectl_reads_a_metric_over_https_with_the_front_proxy_certificate(pki, prometheus, tmp_path) -> None:
     d, files, _ = pki
     ns = "kubectl-secure"

@@ -19,10 +19,7 @@ from queue import Empty, Queue
 import httpx
 import pytest
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus binary not installed"),
-]
+pytestmark = pytest.mark.binary("prometheus")
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL_LINE = re.compile(r"kubectl --server=(\S+) get --raw '([^']+)'")

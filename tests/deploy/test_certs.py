@@ -104,7 +104,11 @@ def test_serving_cert_chain_sans_and_usage() -> None:
 def test_serving_cert_extra_names() -> None:
     ca = make_ca()
     serving = make_serving_cert(ca, SVC, NS, extra_dns=["adapter.example.test"], extra_ips=["10.0.0.7"])
-    _verify_server(ca, serving, x509.DNSName("adapter.example.test"))
+    san = serving.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    # The extra names come after the Service's own, which stay.
+    assert san.get_values_for_type(x509.DNSName) == [*serving_dns_names(SVC, NS), "adapter.example.test"]
+    assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1", "10.0.0.7"]
+    _verify_server(ca, serving, x509.DNSName("adapter.example.test"))  # raises VerificationError if not
     _verify_server(ca, serving, x509.IPAddress(ipaddress.ip_address("10.0.0.7")))
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.manifests import MANIFESTS, REPO
+from tests.support.manifests import MANIFESTS, REPO
 
 BUILD_TOOLS = ("gcc", "g++", "make", "build-essential", "cmake", "clang", "python3-dev", "libc6-dev")
 
@@ -230,9 +230,8 @@ def test_build_context_is_enough_to_build_the_package(tmp_path: Path) -> None:
     assert not any(n.startswith("tests/") for n in names)
 
 
+@pytest.mark.binary("make")
 def test_make_image_builds_the_versioned_tag() -> None:
-    if shutil.which("make") is None:
-        pytest.skip("make is not installed")
     # -n: print the commands without running them (no Docker engine here).
     # Under `make test` (CI) the parent make's MAKEFLAGS/MAKELEVEL would make this one print
     # "Entering directory" lines: run it as a top-level make.

@@ -1,6 +1,6 @@
 """apiservice-manifests/examples/: the vLLM Deployment and its HPA, as rendered by kubectl kustomize.
 
-The HPA's behavior must be exactly the design's (tests/hpa/design.py); the Deployment's preStop drain is a
+The HPA's behavior must be exactly the design's (tests/support/hpa_design.py); the Deployment's preStop drain is a
 real program, run here against a small local stand-in for vLLM's /metrics that serves the real vLLM sample
 from ../shared/data/samples/vllm.prom with the request gauges set per poll.
 """
@@ -21,15 +21,14 @@ import pytest
 import yaml
 
 from adapter.hpa.spec import load_hpa
-from tests.deploy.manifests import EXAMPLES, REPO, Obj, find, of_kind, render, selector_matches
-from tests.deploy.test_manifests import check_object
-from tests.hpa.design import DESIGN_HPA
+from tests.support.hpa_design import DESIGN_HPA
+from tests.support.manifests import EXAMPLES, REPO, Obj, check_object, find, of_kind, render, selector_matches
 
 VLLM_SAMPLE = REPO.parent / "shared" / "data" / "samples" / "vllm.prom"
 
 
 @pytest.fixture(scope="module")
-def objs() -> list[Obj]:
+def objs(kubectl_path: str) -> list[Obj]:
     return render(EXAMPLES)
 
 

@@ -15,7 +15,7 @@ import pytest
 from adapter.api.quantity import parse_quantity
 from adapter.settings import Settings, load_catalog
 from tests.support.adapter_server import APPS, running_adapter
-from tests.support.backends import KINDS, Series, TestBackend, start_backend
+from tests.support.backends import Series, TestBackend
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fleet_data import PodSpec, build, expected
 
@@ -23,14 +23,6 @@ NS = "faults"
 PODS = [PodSpec(f"web-6f7d8c9b5-p{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web")
         for i in range(3)]
 PATH = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NS}/pods/%2A/gpu_utilization_p90?labelSelector=app%3Dweb"
-
-
-@pytest.fixture(params=KINDS, ids=KINDS)
-def own_backend(request):
-    """A backend of our own: these tests stop, kill and pause it."""
-    backend = start_backend(request.param)
-    yield backend
-    backend.close()
 
 
 def loaded(backend: TestBackend) -> float:

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.api.selectors import parse_selector
+from adapter.labels import parse_selector
 from adapter.query.promql import Scope, render
 from adapter.settings import Settings, load_catalog
-from tests.query.test_promql import split_literals
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
+from tests.support.promql import split_literals
 
 PREFIX = "/apis/custom.metrics.k8s.io/v1beta2"
 

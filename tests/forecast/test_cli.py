@@ -277,12 +277,7 @@ def test_parse_duration() -> None:
 # --- Prometheus / VictoriaMetrics as the source -------------------------------------------------------------
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("kind", ["prometheus", "victoriametrics"])
-def test_prometheus_source(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    backend: TestBackend = request.getfixturevalue(kind)
+def test_prometheus_source(backend: TestBackend, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ns = f"bt-{uuid.uuid4().hex[:8]}"
     step = 300.0
     end = math.floor(time.time() / step) * step
@@ -305,7 +300,7 @@ def test_prometheus_source(
     assert series.values[300] == pytest.approx(values[299], rel=1e-9)
     assert np.isnan(series.values[301:306]).all()  # the rest of the silence is a gap, not a made-up value
 
-    out = tmp_path / f"{kind}.json"
+    out = tmp_path / f"{backend.kind}.json"
     rc = _run(
         "--prometheus-url",
         backend.url,

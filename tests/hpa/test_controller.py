@@ -27,7 +27,6 @@ from adapter.hpa.spec import (
     TargetType,
     load_hpa,
 )
-from tests.hpa.design import DESIGN_HPA
 from tests.hpa.upstream_helpers import (
     NOW,
     UPSTREAM_TEST_CONFIG,
@@ -35,6 +34,7 @@ from tests.hpa.upstream_helpers import (
     generate_scaling_rules,
     hot_cpu_creation_time,
 )
+from tests.support.hpa_design import DESIGN_HPA
 
 DEPLOYMENT = ObjectReference("Deployment", "some-deployment", "apps/v1")
 QPS_PODS = MetricSpec("Pods", "qps", MetricTarget("AverageValue", average_value_milli=15000))

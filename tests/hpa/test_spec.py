@@ -27,7 +27,7 @@ from adapter.hpa.spec import (
     ScalingRules,
     load_hpa,
 )
-from tests.hpa.design import DESIGN_HPA
+from tests.support.hpa_design import DESIGN_HPA
 
 
 def _hpa(spec: dict[str, Any]) -> dict[str, Any]:

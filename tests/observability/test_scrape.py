@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import subprocess
 import time
 import uuid
@@ -28,6 +27,7 @@ from adapter.devservers import PrometheusProcess, free_port
 from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend
+from tests.support.binaries import require_binary
 from tests.support.fleet_data import PodSpec, build, expected
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,10 +245,9 @@ def test_computed_series_carry_the_fleets_values(scraped: Scraped) -> None:
     assert [(r["metric"]["workload"], r["value"][1]) for r in boost] == [("llama", "1")]
 
 
+@pytest.mark.binary("promtool")  # Debian package prometheus
 def test_promtool_accepts_the_rules_file() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not on PATH (Debian package prometheus)")
+    promtool = require_binary("promtool")
     out = subprocess.run(
         [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )

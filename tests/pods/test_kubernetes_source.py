@@ -17,8 +17,8 @@ import kubernetes.watch
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from adapter.api.selectors import EVERYTHING, parse_selector
 from adapter.errors import NotFound, UpstreamError
+from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.kubernetes import KubernetesPodSource, selector_from_label_selector
 from tests.support.fake_kube import FakeKube
 

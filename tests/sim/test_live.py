@@ -7,7 +7,6 @@ The closed-loop test runs 20 simulated minutes at 40x (about 40 s); the 5-hour r
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import pytest
 
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.spec import HPASpec, load_hpa
-from adapter.settings import duration_seconds, load_catalog, parse_catalog
-from adapter.sim.fleet import Fleet, FleetConfig, PodPhase
+from adapter.settings import duration_seconds, parse_catalog
+from adapter.sim.fleet import Fleet, PodPhase
 from adapter.sim.live import (
     LiveOptions,
     _count_at_most,
@@ -31,10 +30,9 @@ from adapter.sim.live import (
 from adapter.sim.policies import build_policy
 from adapter.sim.simulate import SimulationConfig, SimulationError, SyncRecord, run_policy
 from adapter.sim.trace import ScaledTrace, synthetic_trace
+from tests.support.sim import CATALOG, PHYSICS
 
 REPO = Path(__file__).resolve().parents[2]
-CATALOG = load_catalog(None)
-PHYSICS = FleetConfig(capacity_rps=40.0, base_service_s=0.12, substep_s=0.12)
 
 
 def design_hpa() -> HPASpec:
@@ -129,8 +127,7 @@ def test_replay_feeds_only_recorded_values() -> None:
     assert not replay(spec, doubled).matches
 
 
-@pytest.mark.integration
-@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus binary not installed")
+@pytest.mark.binary("prometheus")
 def test_closed_loop_against_the_real_adapter() -> None:
     """20 simulated minutes at 40x with too few pods at the start: the HPA reads the composite from the
     real adapter over HTTP, scales the fleet up, and a fresh model replaying what it read decides the same

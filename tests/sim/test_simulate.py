@@ -17,8 +17,7 @@ import yaml
 
 from adapter.aggregate import reduce_values
 from adapter.hpa.spec import HPASpec, load_hpa
-from adapter.settings import load_catalog
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet, FleetConfig
+from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet
 from adapter.sim.policies import (
     POLICY_NAMES,
     PodView,
@@ -43,13 +42,10 @@ from adapter.sim.simulate import (
 )
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
 from adapter.workloads import ForecastService, fit_history
+from tests.support.sim import CATALOG, PHYSICS
 
 REPO = Path(__file__).resolve().parents[2]
 HPA_FILE = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
-CATALOG = load_catalog(None)
-# The simulator's default physics: 40 req/s per pod, 0.12 s light-load service (P99 0.40 s idle, 0.61 s at a
-# full batch), so a pod meets a 0.8 s SLO up to its capacity and queues beyond it.
-PHYSICS = FleetConfig(capacity_rps=40.0, base_service_s=0.12, substep_s=0.12)
 
 
 def example_hpa() -> HPASpec:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import math
 import random
-import shutil
 import socket
 import time
-from collections.abc import Iterator
 
 import httpx
 import numpy as np
@@ -27,7 +25,7 @@ from adapter.devservers import (
     VictoriaMetricsProcess,
     free_port,
 )
-from tests.support.backends import KINDS, LoadError, Series, TestBackend, start_backend
+from tests.support.backends import LoadError, Series, TestBackend
 from tests.support.remote_write import (
     encode_sample,
     encode_timeseries,
@@ -305,18 +303,6 @@ def test_victoriametrics_load_refuses_rows_it_would_drop(
 # ---------------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=KINDS, ids=KINDS)
-def own_backend(request: pytest.FixtureRequest) -> Iterator[TestBackend]:
-    try:
-        backend = start_backend(request.param)
-    except BinaryNotFound as exc:
-        pytest.skip(str(exc))
-    try:
-        yield backend
-    finally:
-        backend.close()
-
-
 def _load_marker(backend: TestBackend, name: str, at: int) -> None:
     backend.load([Series({"__name__": name}, [(at - STEP, 1.0), (at, 2.0)])])
 
@@ -375,12 +361,10 @@ def test_paused_server_does_not_answer_until_resumed(own_backend: TestBackend) -
     assert [r["value"] for r in own_backend.query("vector(1)", 1000)] == [[1000, "1"]]
 
 
+@pytest.mark.binary("victoria-metrics")
 def test_close_removes_the_directory() -> None:
     process = VictoriaMetricsProcess()
-    try:
-        process.start()
-    except BinaryNotFound as exc:
-        pytest.skip(str(exc))
+    process.start()
     workdir = process.workdir
     assert (workdir / "data").is_dir() and process.log_path.is_file()
     process.close()
@@ -388,9 +372,8 @@ def test_close_removes_the_directory() -> None:
     assert not process.running()
 
 
+@pytest.mark.binary("prometheus")
 def test_context_manager_starts_and_closes() -> None:
-    if shutil.which("prometheus") is None:
-        pytest.skip("prometheus not installed")
     with PrometheusProcess(scrape_configs=[]) as prom:
         workdir = prom.workdir
         assert (
@@ -406,9 +389,8 @@ def test_missing_binary_is_a_clear_error() -> None:
         process.start()
 
 
+@pytest.mark.binary("prometheus")
 def test_failed_start_reports_the_log_tail() -> None:
-    if shutil.which("prometheus") is None:
-        pytest.skip("prometheus not installed")
     process = PrometheusProcess(extra_args=["--no-such-flag"])
     try:
         with pytest.raises(DevServerError, match="no-such-flag"):
@@ -420,16 +402,16 @@ def test_failed_start_reports_the_log_tail() -> None:
 
 def test_free_port_is_bindable() -> None:
     port = free_port()
+    assert 1024 <= port <= 65535
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", port))
+        sock.bind(("127.0.0.1", port))  # raises if the port is taken
+        assert sock.getsockname() == ("127.0.0.1", port)
 
 
+@pytest.mark.binary("victoria-metrics")
 def test_a_paused_server_can_still_be_stopped() -> None:
     process = VictoriaMetricsProcess()
-    try:
-        process.start()
-    except BinaryNotFound as exc:
-        pytest.skip(str(exc))
+    process.start()
     try:
         process.pause()
         process.stop()  # SIGTERM alone would stay pending on a stopped process
@@ -445,9 +427,8 @@ def _busy_port() -> socket.socket:
     return sock
 
 
+@pytest.mark.binary("victoria-metrics")
 def test_a_pinned_busy_port_fails_with_the_servers_own_message() -> None:
-    if shutil.which("victoria-metrics") is None:
-        pytest.skip("victoria-metrics not installed")
     with _busy_port() as busy:
         process = VictoriaMetricsProcess(port=busy.getsockname()[1])
         try:
@@ -457,11 +438,10 @@ def test_a_pinned_busy_port_fails_with_the_servers_own_message() -> None:
             process.close()
 
 
+@pytest.mark.binary("victoria-metrics")
 def test_first_start_moves_to_another_port_when_the_free_one_was_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if shutil.which("victoria-metrics") is None:
-        pytest.skip("victoria-metrics not installed")
     with _busy_port() as busy:
         taken = busy.getsockname()[1]
         # Reproduce the race deterministically: the first "free" port handed out is already bound.

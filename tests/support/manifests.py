@@ -1,29 +1,34 @@
-"""Helpers for the deployment tests: render kustomizations with the real kubectl, look objects up."""
+"""Helpers for the deployment tests: render kustomizations with the real kubectl, validate objects against the
+Kubernetes schemas (``kubernetes-validate``, offline), look objects up."""
 
 from __future__ import annotations
 
-import shutil
+import re
 import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
+
+from tests.support.binaries import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "apiservice-manifests"
 EXAMPLES = MANIFESTS / "examples"
 
 Obj = dict[str, Any]
+# The oldest Kubernetes minor we claim (HPA autoscaling/v2 and policy/v1 PDB are GA well before it) and the
+# newest the schema package knows.
+SCHEMA_VERSIONS = ("1.28", kubernetes_validate.latest_version())
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def kubectl() -> str:
-    """Path of kubectl; skips the calling test where it is not installed (test-infrastructure.md)."""
-    path = shutil.which("kubectl")
-    if path is None:
-        pytest.skip("kubectl is not installed")
-    return path
+    """Path of kubectl; skips the calling test where it is not installed, fails it in CI (support/binaries)."""
+    return require_binary("kubectl")
 
 
 def render(directory: Path, env: Mapping[str, str] | None = None) -> list[Obj]:
@@ -62,3 +67,26 @@ def rules_allow(rules: Iterable[Mapping[str, Any]], group: str, resource: str, v
                 and (verb in rule.get("verbs", []) or "*" in rule.get("verbs", [])):
             return True
     return False
+
+
+def check_object(obj: Obj) -> str:
+    """Validate one object: strict schema where one exists, else structure. Returns how it was checked."""
+    try:
+        for version in SCHEMA_VERSIONS:
+            kubernetes_validate.validate(obj, version, strict=True)
+        return "schema"
+    except kubernetes_validate.SchemaNotFoundError:
+        pass
+    except kubernetes_validate.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.path)
+        pytest.fail(f"{obj['kind']}/{obj['metadata'].get('name')}: {where}: {exc.message}")
+    # A custom resource: what the API server itself checks before any CRD schema applies.
+    group, _, version = obj["apiVersion"].rpartition("/")
+    assert "." in group and re.fullmatch(r"v\d+((alpha|beta)\d+)?", version), obj["apiVersion"]
+    assert re.fullmatch(r"[A-Z][A-Za-z0-9]*", obj["kind"])
+    meta = obj["metadata"]
+    assert set(obj) <= {"apiVersion", "kind", "metadata", "spec"}
+    assert _DNS1123_SUBDOMAIN.fullmatch(meta["name"]) and len(meta["name"]) <= 253
+    assert _DNS1123_SUBDOMAIN.fullmatch(meta.get("namespace", "")), "custom resources here are namespaced"
+    assert isinstance(obj.get("spec"), dict) and obj["spec"]
+    return "structure"

@@ -1,0 +1,33 @@
+"""Executables the tests need, and what a missing one means.
+
+On a developer's machine a missing binary skips the test that needs it. In CI (``CI=true``, as `.ci/run`
+is started) it fails the test instead: CI installs every binary (`make sysdeps`), so one missing there is a
+broken set-up that a skip would hide behind a green run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import NoReturn
+
+import pytest
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the calling test for ``reason`` -- or fail it when running in CI."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: tests that need a binary must run in CI, not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_binary(name: str) -> str:
+    """The path of executable ``name`` on PATH; ``missing()`` when there is none."""
+    path = shutil.which(name)
+    if path is None:
+        missing(f"{name} is not installed (not on PATH)")
+    return path
