@@ -24,10 +24,15 @@ GROUP_DOC = {
 }
 
 
-async def test_apis_lists_the_one_group(client: httpx.AsyncClient) -> None:
+EXTERNAL_VERSION = {"groupVersion": "external.metrics.k8s.io/v1beta1", "version": "v1beta1"}
+EXTERNAL_GROUP_DOC = {"kind": "APIGroup", "apiVersion": "v1", "name": "external.metrics.k8s.io",
+                      "versions": [EXTERNAL_VERSION], "preferredVersion": EXTERNAL_VERSION}
+
+
+async def test_apis_lists_both_groups(client: httpx.AsyncClient) -> None:
     r = await client.get("/apis")
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
-    assert r.json() == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [GROUP_DOC]}
+    assert r.json() == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [GROUP_DOC, EXTERNAL_GROUP_DOC]}
 
 
 async def test_group_prefers_v1beta2(client: httpx.AsyncClient) -> None:
