@@ -110,13 +110,17 @@ def default_trace_path(repo_root: Path | None = None) -> Path | None:
     """Where the shared 10-minute trace lives, or None if it is not on this machine.
 
     Looks in ``../shared/data/traces`` beside the repository (how the work tree and CI lay it out),
-    then ``data/traces`` inside the repository. Checked at call time, never at import.
+    then ``data/traces`` inside the repository, then (for this package's own repository, ``repo_root``
+    None) the copy vendored in the package, ``adapter/data/traces``. Checked at call time, never at import.
     """
     root = repo_root if repo_root is not None else Path(__file__).resolve().parents[2]
-    for candidate in (
+    candidates = [
         root.parent / "shared" / "data" / "traces" / TRACE_FILE_10MIN,
         root / "data" / "traces" / TRACE_FILE_10MIN,
-    ):
+    ]
+    if repo_root is None:
+        candidates.append(Path(__file__).resolve().parents[1] / "data" / "traces" / TRACE_FILE_10MIN)
+    for candidate in candidates:
         if candidate.is_file():
             return candidate
     return None
