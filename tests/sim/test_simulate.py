@@ -19,6 +19,9 @@ from adapter.aggregate import reduce_values
 from adapter.hpa.spec import HPASpec, load_hpa
 from adapter.settings import load_catalog
 from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet, FleetConfig
+from adapter.sim.fluid import FluidFleet
+from adapter.sim.forecasting import BoostTracker, history_points
+from adapter.sim.latency import histogram_quantile, normal_cdf
 from adapter.sim.policies import (
     POLICY_NAMES,
     PodView,
@@ -31,9 +34,6 @@ from adapter.sim.policies import (
     readings,
 )
 from adapter.sim.report import goal, table, to_json, write_plot
-from adapter.sim.fluid import FluidFleet
-from adapter.sim.forecasting import BoostTracker, history_points
-from adapter.sim.latency import histogram_quantile, normal_cdf
 from adapter.sim.simulate import SimulationConfig, run_policy, simulate
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
 from adapter.workloads import ForecastService, fit_history
