@@ -17,6 +17,7 @@ GPU utilization follows the M/G/inf "at least one request in flight" probability
 near 100 % whenever the pod is busy at all, as continuous batching shows on real GPUs, and ~0 when idle.
 """
 
+# Over 450 lines: one model (pods, GPUs, telemetry) whose parts share private state; the exporter reads it all.
 from __future__ import annotations
 
 import math
