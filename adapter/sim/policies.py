@@ -100,6 +100,8 @@ class PodView:
     ``serving`` is False for a pod still loading its model: it has GPU series but no vLLM series yet.
     ``gpu_util`` holds one column per GPU of the pod (percent, as dcgm-exporter prints them: integers).
     ``latency_p99`` is NaN where no request completed in the latency window (the term is then missing).
+    ``running`` (vLLM's ``num_requests_running``) and ``kv_cache_usage`` (``kv_cache_usage_perc``, 0..1) are
+    the non-saturating engine signals a composite may read; None when the observer does not provide them.
     """
 
     now: float
@@ -109,6 +111,8 @@ class PodView:
     queue: _F64
     latency_p99: _F64
     cpu_milli: _F64
+    running: _F64 | None = None
+    kv_cache_usage: _F64 | None = None
 
 
 def design_hpa(

@@ -243,3 +243,22 @@ def test_the_slo_rule_counts_drops() -> None:
 @pytest.mark.parametrize("value", [0.0005, 0.0015, 1.0005, 2.675, 0.1 + 0.2, 1e-4, 123.4565, 0.7125])
 def test_milli_values_are_the_servers_quantities(value: float) -> None:
     assert to_milli(value) == milli_value(parse_quantity(quantity(value)))
+
+
+def test_the_view_exposes_the_engines_batch_signals() -> None:
+    """``running`` and ``kv_cache_usage`` grow with the load and do not saturate below capacity, unlike the
+    GPU utilization (a hook for a composite that reads them)."""
+    seen = []
+    for share in (0.3, 0.6, 0.9):
+        fleet = FluidFleet(PHYSICS, replicas=2, start=0.0, end=120.0, slo_s=0.8)
+        fleet.advance(60.0, 2 * share * PHYSICS.capacity_rps)
+        observer = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0,
+                            deployment="llm")
+        view = observer.view(60.0)
+        assert view.running is not None and view.kv_cache_usage is not None
+        assert view.running == pytest.approx(fleet.running)
+        seen.append((float(view.running[0]), float(view.kv_cache_usage[0]), float(view.gpu_util[0].mean())))
+    running, kv, gpu = zip(*seen, strict=True)
+    assert running[0] < running[1] < running[2] < PHYSICS.batch_slots
+    assert kv[0] < kv[1] < kv[2] < PHYSICS.kv_full_usage
+    assert kv[2] / kv[0] > 3.0 and gpu[2] / gpu[0] < 1.5  # the GPU term barely moves; the batch does
