@@ -11,10 +11,13 @@ Two parts, each printing figures (nothing here is a timed test):
              model over HTTP -> the fleet. Prints whether a fresh HPA model replaying what the live HPA read
              decides the same at every sync, and the live run next to the offline engine on the same span.
 
-Measured (shared 2-core machine): ``offline`` 224 s for the five policies over 14 days; ``live`` 5 h at x20
-in 913 s wall, 1,200 syncs, 0 failed reads, 0 late syncs, the replay identical at every sync; live vs offline
-on that span: 73 vs 58 SLO-violation minutes, 215.8 vs 203.5 GPU-hours, 230 vs 206 scale events (the
-sawtooth's phase drifts, so sync-by-sync replicas correlate only 0.34).
+Measured (shared 2-core machine): ``offline --policy gpu --policy composite --policy boosted`` over the 14 days
+(replay from 10 h, after the forecaster's warm-up): 312 s wall (117 s CPU) on a machine loaded by other jobs;
+the figures are the README's. ``live`` (measured before issue 10's simulator changes; the offline twin now uses
+the live fleet's physics, ``queueing=False``, and a one-scrape metric delay) 5 h at x20 in 913 s wall, 1,200
+syncs, 0 failed reads, 0 late syncs, the replay identical at every sync; live vs offline on that span: 73 vs 58
+SLO-violation minutes, 215.8 vs 203.5 GPU-hours, 230 vs 206 scale events (the sawtooth's phase drifts, so
+sync-by-sync replicas correlate only 0.34).
 
 Usage:
   python benchmarks/simulate_report.py offline [--days 14] [--policy NAME ...] [--out DIR]
