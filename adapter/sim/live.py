@@ -448,8 +448,10 @@ def run_live(
     warmup = options.warmup_s if options.warmup_s is not None else latency_window(catalog) + 60.0
     hpa_start = math.ceil((config.start_s + warmup) / period) * period
     spec = policy.hpa
+    # The step-by-step fleet has no wait below capacity: its knee (start size, oracle) is the fluid model's.
+    fluid = replace(config, queueing=False)
     replicas = initial_replicas(
-        trace, replace(config, start_s=hpa_start), spec.min_replicas, spec.max_replicas
+        trace, replace(fluid, start_s=hpa_start), spec.min_replicas, spec.max_replicas
     )
     fleet = Fleet(config.fleet, replicas=replicas, now=config.start_s)
     clock = _SimClock(config.start_s, options.speed)
@@ -501,7 +503,7 @@ def run_live(
         runner.stop()
     wall = time.monotonic() - started
     desired = np.asarray([r.desired for r in records], dtype=np.int64)
-    per_pod = knee(config)
+    per_pod = knee(fluid)
     minute_rates = np.asarray(
         [trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)]
     )
