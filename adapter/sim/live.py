@@ -2,9 +2,10 @@
 
 Everything runs on 127.0.0.1 and is torn down on exit:
 
-1. the step-by-step fleet model (``adapter.sim.fleet.Fleet``) advanced by ``FleetRunner`` on a
-   compressed clock: ``speed`` simulated seconds per wall second, for the trace *and* the physics (model
-   load, drain, queues), so a 5-hour run takes 15 minutes at the default speed 20;
+1. the step-by-step fleet model (``adapter.sim.fleet.Fleet``, with the offline engine's M/G/c waiting
+   before saturation unless ``queueing=False``) advanced by ``FleetRunner`` on a compressed clock:
+   ``speed`` simulated seconds per wall second, for the trace *and* the physics (model load, drain,
+   queues), so a 5-hour run takes 15 minutes at the default speed 20;
 2. its /metrics (``adapter.demo.exporter``: dcgm-exporter, vLLM and kube-state-metrics series) scraped by
    a throwaway Prometheus every ``scrape_interval_s`` wall seconds;
 3. ``python -m adapter serve --insecure-plain-http --pod-source prometheus`` with the catalog's time
@@ -448,12 +449,16 @@ def run_live(
     warmup = options.warmup_s if options.warmup_s is not None else latency_window(catalog) + 60.0
     hpa_start = math.ceil((config.start_s + warmup) / period) * period
     spec = policy.hpa
-    # The step-by-step fleet has no wait below capacity: its knee (start size, oracle) is the fluid model's.
-    fluid = replace(config, queueing=False)
     replicas = initial_replicas(
-        trace, replace(fluid, start_s=hpa_start), spec.min_replicas, spec.max_replicas
+        trace, replace(config, start_s=hpa_start), spec.min_replicas, spec.max_replicas
     )
-    fleet = Fleet(config.fleet, replicas=replicas, now=config.start_s)
+    # The same waiting before saturation as the offline engine (none with queueing=False).
+    fleet = Fleet(
+        config.fleet,
+        replicas=replicas,
+        now=config.start_s,
+        waits=config.wait_model() if config.queueing else None,
+    )
     clock = _SimClock(config.start_s, options.speed)
     n_syncs = max(1, math.ceil(config.duration_s / period - 1e-9))
     deployment = config.fleet.deployment
@@ -503,7 +508,7 @@ def run_live(
         runner.stop()
     wall = time.monotonic() - started
     desired = np.asarray([r.desired for r in records], dtype=np.int64)
-    per_pod = knee(fluid)
+    per_pod = knee(config)
     minute_rates = np.asarray(
         [trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)]
     )
@@ -542,16 +547,15 @@ def run_live(
 def offline_twin(
     policy: Policy, trace: ScaledTrace, config: SimulationConfig, live: LiveResult, catalog: Catalog
 ) -> PolicyRun:
-    """The offline engine over the live run's span, from the same initial replicas and the live fleet's
-    physics: ``Fleet`` has no wait below capacity (``queueing=False``), and the values the live HPA reads
-    are about one scrape interval old (``metric_delay_s``, rounded to whole syncs)."""
+    """The offline engine over the live run's span, from the same initial replicas and physics (the live
+    fleet waits before saturation as the offline one does); the values the live HPA reads are about one
+    scrape interval old, so that is the twin's ``metric_delay_s`` (rounded to whole syncs)."""
     scrape_sim_s = live.scrape_interval_s * live.speed
     twin = replace(
         config,
         start_s=live.start_s,
         duration_s=float(live.sync_t.size) * config.sync_period_s,
         initial_replicas=live.initial_replicas,
-        queueing=False,
         metric_delay_s=round(scrape_sim_s / config.sync_period_s) * config.sync_period_s,
     )
     return run_policy(policy, trace, twin, catalog)

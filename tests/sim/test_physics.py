@@ -262,3 +262,29 @@ def test_the_view_exposes_the_engines_batch_signals() -> None:
     assert running[0] < running[1] < running[2] < PHYSICS.batch_slots
     assert kv[0] < kv[1] < kv[2] < PHYSICS.kv_full_usage
     assert kv[2] / kv[0] > 3.0 and gpu[2] / gpu[0] < 1.5  # the GPU term barely moves; the batch does
+
+
+def test_the_step_by_step_fleet_waits_like_the_fluid_one() -> None:
+    """``Fleet(waits=...)`` (the live loop's fleet) and ``FluidFleet`` (the offline engine) book the same share
+    of slow requests and show the same queue below capacity; without ``waits`` the Fleet is unchanged."""
+    from adapter.sim.fleet import Fleet
+
+    cfg = replace(PHYSICS, substep_s=0.06)
+    for share in (0.7, 0.9, 0.95):
+        rate = 3 * share * cfg.capacity_rps
+        fluid = FluidFleet(cfg, replicas=3, start=0.0, end=120.0, slo_s=0.8)
+        fluid.advance(120.0, rate)
+        stepped = Fleet(cfg, replicas=3, waits=WaitModel(cfg))
+        plain = Fleet(cfg, replicas=3)
+        for _ in range(2000):
+            stepped.advance(0.06, rate)
+            plain.advance(0.06, rate)
+        le = 2  # the 0.8 s bucket
+        pods = stepped.snapshot().pods
+        done = sum(p.completed for p in pods)
+        slow = 1.0 - sum(p.latency_buckets[le] for p in pods) / done
+        assert slow == pytest.approx(fluid.ledger.over_slo.sum() / fluid.ledger.completions.sum(), abs=2e-3)
+        assert sum(p.waiting for p in pods) == pytest.approx(float(fluid.queue_depth.sum()), rel=1e-6)
+        plain_pods = plain.snapshot().pods
+        assert sum(p.waiting for p in plain_pods) == 0.0
+        assert 1.0 - sum(p.latency_buckets[le] for p in plain_pods) / done < slow
