@@ -13,8 +13,8 @@ Two parts, each printing figures (nothing here is a timed test):
 
 Measured (shared 2-core machine): ``offline --policy gpu --policy composite --policy boosted`` over the 14 days
 (replay from 10 h, after the forecaster's warm-up): 312 s wall (117 s CPU) on a machine loaded by other jobs;
-the figures are the README's. ``live`` (measured before issue 10's simulator changes; the offline twin now uses
-the live fleet's physics, ``queueing=False``, and a one-scrape metric delay) 5 h at x20 in 913 s wall, 1,200
+the figures are the README's. ``live`` (measured before issue 10's simulator changes; both fleets now wait
+before saturation, and the offline twin reads values one scrape old) 5 h at x20 in 913 s wall, 1,200
 syncs, 0 failed reads, 0 late syncs, the replay identical at every sync; live vs offline on that span: 73 vs 58
 SLO-violation minutes, 215.8 vs 203.5 GPU-hours, 230 vs 206 scale events (the sawtooth's phase drifts, so
 sync-by-sync replicas correlate only 0.34).
