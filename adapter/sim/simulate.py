@@ -20,9 +20,10 @@ pays a start-up violation. Every run reports the oracle lower bound (``accountin
 the GPU-hours of a clairvoyant whose pods start instantly and each carry the knee load, and the run's
 GPU-hours as a multiple of it.
 
-Runtime: the 14-day shared trace (80,640 syncs per policy) takes 30 s (cpu) to 150 s (composite) per
-policy on one core (``benchmarks/simulate_report.py offline``). The composite policies cost most: the
-server's ``fuse`` runs at every sync, and the forecast refits once per 5-minute step (ses: ~1 ms a fit).
+Runtime: the 14-day shared trace (80,640 syncs per policy) took 117 s of CPU for gpu, composite and
+boosted together (312 s wall in 2 processes on a machine loaded by other jobs). The composite policies
+cost most: the server's ``fuse`` runs at every sync, and the forecast refits once per 5-minute step (ses:
+~2 ms a fit); below capacity the latency distribution is one cached vector per arrival rate.
 """
 
 # Over 450 lines: the run loop and the result types that the offline and the live runs share.
