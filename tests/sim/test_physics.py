@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -288,3 +289,38 @@ def test_the_step_by_step_fleet_waits_like_the_fluid_one() -> None:
         plain_pods = plain.snapshot().pods
         assert sum(p.waiting for p in plain_pods) == 0.0
         assert 1.0 - sum(p.latency_buckets[le] for p in plain_pods) / done < slow
+
+
+def _run(name: str, minutes: int, gpu_hours: float, x_oracle: float | None, total: int = 2000) -> Any:
+    from adapter.sim.simulate import PolicyRun
+
+    z = np.zeros(1)
+    summary: dict[str, float | int | str | None] = {
+        "slo_violation_minutes": minutes, "minutes": total, "gpu_hours": gpu_hours, "x_oracle": x_oracle,
+    }
+    return PolicyRun(name, name, summary, None, z, z, z.astype(np.int64), z.astype(np.int64),
+                     z.astype(np.int64), z, z, z, z, z, z.astype(bool), z, z)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("boosted", "composite", "met", "failing"),
+    [
+        ((20, 1100.0, 1.10), (60, 1000.0, 1.0), True, []),
+        ((21, 1100.0, 1.10), (60, 1000.0, 1.0), False, ["slo_minutes_at_most_1pct"]),
+        ((10, 1300.0, 1.30), (60, 1200.0, 1.2), False, ["gpu_hours_at_most_1.25x_oracle"]),
+        ((10, 1000.0, 1.00), (19, 1000.0, 1.0), False, ["half_the_composites_slo_minutes"]),
+        ((0, 1000.0, 1.00), (0, 1000.0, 1.0), True, []),  # both zero
+        ((0, 1101.0, 1.10), (30, 1000.0, 1.0), False, ["gpu_hours_within_10pct_of_composite"]),
+    ],
+)
+def test_the_goal_is_issue_10s_acceptance(
+    boosted: tuple[int, float, float], composite: tuple[int, float, float], met: bool, failing: list[str]
+) -> None:
+    from adapter.sim.report import goal
+    from adapter.sim.simulate import SimulationResult
+
+    runs = (_run("gpu", 0, 2000.0, 2.0), _run("composite", *composite), _run("boosted", *boosted))
+    g = goal(SimulationResult(runs=runs, inputs={}, runtime_s=0.0))
+    assert g is not None and g["met"] is met
+    assert sorted(k for k, ok in g["checks"].items() if not ok) == failing
+    assert g["gpu_baseline"]["gpu_hours_share"] == pytest.approx(boosted[1] / 2000.0)
