@@ -41,6 +41,12 @@ def rfc3339(ts: float) -> str:
 _MILLI_SUFFIXES = ("m", "", "k", "M", "G", "T", "P", "E")
 
 
+def milli(value: float) -> int:
+    """The served value's ``MilliValue()``: rounded half up to a whole number of milli-units (the rule of
+    ``quantity``; the what-if simulator feeds its HPA model through it)."""
+    return int(Decimal(repr(value)).quantize(_MILLI, rounding=ROUND_HALF_UP).scaleb(3))
+
+
 def quantity(value: float) -> str:
     """The canonical Quantity for a served value, at milli precision (what the HPA reads: MilliValue).
 
@@ -48,16 +54,16 @@ def quantity(value: float) -> str:
     string ``format_quantity`` gives, tested against it): the mantissa without trailing zero triples and
     the matching suffix. Direct integer arithmetic: this runs once per item of every list we serve.
     """
-    milli = int(Decimal(repr(value)).quantize(_MILLI, rounding=ROUND_HALF_UP).scaleb(3))
-    if milli == 0:
+    whole = milli(value)
+    if whole == 0:
         return "0"
-    sign = "-" if milli < 0 else ""
-    m, k = abs(milli), 0
+    sign = "-" if whole < 0 else ""
+    m, k = abs(whole), 0
     while m % 1000 == 0 and k < len(_MILLI_SUFFIXES) - 1:
         m //= 1000
         k += 1
     if k == len(_MILLI_SUFFIXES) - 1:  # beyond E: keep the E suffix with a longer mantissa
-        return format_quantity(Decimal(milli).scaleb(-3))
+        return format_quantity(Decimal(whole).scaleb(-3))
     return f"{sign}{m}{_MILLI_SUFFIXES[k]}"
 
 

@@ -7,9 +7,13 @@ file, too few points, unreachable server) is one line on stderr and exit code 2,
 
 CSV conventions:
 
-- ``--time-col``: unix seconds (any number, e.g. the shared trace's ``window_start_s``), or an ISO-8601
-  timestamp (no zone = UTC). With ``--index-step`` the column is a plain index (0, 1, 2, ...) spaced that far
-  apart; without ``--time-col`` the row number is that index.
+- ``--time-col``: a number of seconds (e.g. unix time or the shared trace's ``window_start_s``), or an
+  ISO-8601 timestamp (no zone = UTC). ``--time-unit s|ms|min|h`` gives a numeric column another unit (the
+  shared 1-minute trace's ``minute_index`` is ``--time-unit min``). With ``--index-step`` the column is a
+  plain index (0, 1, 2, ...) spaced that far apart; without ``--time-col`` the row number is that index.
+  A numeric column is never guessed: without a unit, one whose name says another unit (``minute``,
+  ``hour``, ``index``, ``ms``...) or that counts 0, 1, 2... below unix-time values is refused with an error
+  naming the options, instead of being read as seconds (59 s of a 59-minute trace).
 - ``--value-col``: the load; an empty cell is missing data. ``--count`` says the column counts events per
   row (e.g. ``requests`` per 10-minute window): it is divided by the rows' spacing to become a rate per
   second before resampling.
@@ -18,6 +22,7 @@ CSV conventions:
   gap becomes a gap. A step finer than the data is refused.
 """
 
+# Over 450 lines: one command's CSV and Prometheus sources, resampling, time units and report.
 from __future__ import annotations
 
 import argparse
@@ -92,11 +97,36 @@ class Series:
     source: dict[str, Any]
 
 
-def _parse_time(cell: str, row: int) -> float:
+TIME_UNITS = {"s": 1.0, "ms": 0.001, "min": 60.0, "h": 3600.0}
+# A name that says the numbers are not seconds (or are an index): never read it as seconds without a unit.
+_NOT_SECONDS = re.compile(r"(^|[^a-z])(min|mins|minute|minutes|h|hr|hour|hours|ms|millis|idx|index)([^a-z]|$)")
+_UNIX_1973 = 1e8  # numeric times at least this large are unix seconds, whatever their spacing
+
+
+def _check_seconds(name: str, ts: np.ndarray) -> None:
+    """Refuse a numeric time column read as seconds that looks like another unit or an index."""
+    hint = (
+        f"give its unit with --time-unit {'|'.join(TIME_UNITS)} (e.g. --time-unit min), or "
+        "--index-step for an index"
+    )
+    if _NOT_SECONDS.search(name.lower().replace("-", "_")):
+        raise CliError(f"time column {name!r} is numeric and its name does not say seconds: {hint}")
+    steps = np.diff(np.unique(ts[np.isfinite(ts)]))
+    if steps.size and float(np.min(ts)) < _UNIX_1973 and float(np.median(steps)) <= 1.0:
+        raise CliError(f"time column {name!r} counts in steps of {float(np.median(steps)):g}: seconds? {hint}")
+
+
+def _number(cell: str) -> float | None:
     try:
         return float(cell)
     except ValueError:
-        pass
+        return None
+
+
+def _parse_time(cell: str, row: int) -> float:
+    number = _number(cell)
+    if number is not None:
+        return number
     try:
         parsed = datetime.fromisoformat(cell.strip())
     except ValueError:
@@ -124,8 +154,14 @@ def load_csv(
     index_step_s: float | None = None,
     count: bool = False,
     step_s: float | None = None,
+    time_unit: str | None = None,
 ) -> Series:
     """Read and resample a CSV load series (conventions in the module docstring). Raises ``CliError``."""
+    if time_unit is not None and time_unit not in TIME_UNITS:
+        raise CliError(f"--time-unit {time_unit!r}: use one of {', '.join(TIME_UNITS)}")
+    if time_unit is not None and (time_col is None or index_step_s is not None):
+        raise CliError("--time-unit applies to a numeric --time-col, not with --index-step or without one")
+    numeric = True
     try:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -143,7 +179,14 @@ def load_csv(
                 elif index_step_s is not None:
                     times.append(_parse_value(rec[time_col] or "", row, time_col))
                 else:
-                    times.append(_parse_time(rec[time_col] or "", row))
+                    cell = rec[time_col] or ""
+                    value = _number(cell)
+                    if value is None:
+                        if time_unit is not None:
+                            raise CliError(f"row {row}: --time-unit needs a numeric time, got {cell!r}")
+                        numeric = False
+                        value = _parse_time(cell, row)
+                    times.append(value)
                 vals.append(_parse_value(rec[value_col] or "", row, value_col))
                 gaps.append(gap_col is not None and (rec[gap_col] or "").strip().lower() in _TRUE)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -154,6 +197,10 @@ def load_csv(
         ts = np.asarray(times) * index_step_s
     else:
         ts = np.asarray(times)
+        if time_unit is not None:
+            ts = ts * TIME_UNITS[time_unit]
+        elif numeric:
+            _check_seconds(time_col, ts)
     if ts.size < 2:
         raise CliError(f"{path}: {ts.size} data rows; a backtest needs many more")
     if not np.all(np.isfinite(ts)):
@@ -174,6 +221,8 @@ def load_csv(
         "kind": "csv",
         "path": str(path),
         "time_col": time_col,
+        "time_unit": time_unit or ("s" if time_col is not None and index_step_s is None else None),
+        "index_step_s": index_step_s,
         "value_col": value_col,
         "gap_col": gap_col,
         "count": count,
@@ -278,6 +327,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     src.add_argument("--value-col", default="value", help="load column (default: value)")
     src.add_argument("--gap-col", help="column that is 1 in collection gaps")
     src.add_argument("--index-step", help="spacing of an index time column (or of the rows), e.g. 10m")
+    src.add_argument("--time-unit", choices=sorted(TIME_UNITS), help="unit of a numeric --time-col (default s)")
     src.add_argument(
         "--count", action="store_true", help="the value column counts events per row: make it a rate"
     )
@@ -324,6 +374,7 @@ def _load(args: argparse.Namespace) -> Series:
             index_step_s=index_step,
             count=args.count,
             step_s=step,
+            time_unit=args.time_unit,
         )
     if args.prometheus_url:
         if not args.query:

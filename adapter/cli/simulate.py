@@ -7,10 +7,16 @@ Prometheus -> ``python -m adapter serve`` -> the HPA model over HTTP -> replicas
 compressed timescale, followed by an offline replay of what the HPA read (see ``adapter.sim.live``).
 
 The trace: the shared ServeGen CSVs are read as they are (``--trace FILE``); any other CSV needs
-``--time-col``/``--value-col`` (the same conventions as ``backtest``: unix seconds or ISO-8601 times,
+``--value-col`` and ``--time-col`` (the same conventions as ``backtest``: seconds or ISO-8601 times,
+``--time-unit min`` for a column in minutes, ``--index-step 1m`` for an index or, without ``--time-col``,
+the row number; a numeric column that looks like minutes or an index is refused, never read as seconds;
 ``--count`` when the column counts requests per row). The trace is rescaled so that its peak needs
 ``--peak-pods`` pods at ``--pod-capacity`` (default: 32 pods of 40 req/s, a fleet of roughly 5-40 pods
-on the shared trace). Every user error is one line on stderr and exit code 2.
+on the shared trace).
+
+The replay starts at ``--start``; ``auto`` (the default) starts at the trace's beginning, or, when a
+policy boosts, after the forecaster's history span (at most a quarter of the trace), which is fed to the
+forecaster as history. Every user error is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -36,7 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     src = p.add_argument_group("trace")
     src.add_argument("--trace", type=Path, required=True, help="CSV with the request rate over time")
-    src.add_argument("--time-col", help="time column (unix seconds or ISO-8601); default: the shared layout")
+    src.add_argument(
+        "--time-col", help="time column (seconds, see --time-unit, or ISO-8601); default: the shared layout"
+    )
+    src.add_argument("--time-unit", choices=["h", "min", "ms", "s"], help="unit of a numeric --time-col")
+    src.add_argument("--index-step", help="the time column (or the row number) is an index this far apart")
     src.add_argument("--value-col", help="request-rate column (req/s; see --count)")
     src.add_argument("--gap-col", help="column that is 1 in collection gaps")
     src.add_argument("--count", action="store_true", help="the value column counts requests per row")
@@ -47,7 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=f"scale the trace so its peak needs this many pods (default {_DEFAULT_PEAK_PODS:g})",
     )
     src.add_argument("--peak-rps", type=float, default=None, help="or: scale the trace peak to this rate")
-    src.add_argument("--start", default="0", help="start this far into the trace, e.g. 6h or 2d (default 0)")
+    src.add_argument(
+        "--start",
+        default="auto",
+        help="start this far into the trace, e.g. 0, 6h or 2d (default auto: after the forecast's warm-up)",
+    )
     src.add_argument("--duration", default=None, help="simulate this long, e.g. 5h or 14d (default: all)")
     src.add_argument("--days", type=float, default=None, help="shorthand for --duration <days>d")
     hpa = p.add_argument_group("autoscaler")
@@ -88,8 +102,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--initial-pods",
         type=int,
         default=None,
-        help="ready pods at the start (default: the starting load at 80 %% of capacity)",
+        help="ready pods at the start (default: the starting load at the knee, where P99 = SLO)",
     )
+    fleet.add_argument(
+        "--queueing",
+        choices=["mgc", "fluid"],
+        default="mgc",
+        help="waiting below capacity: M/G/c (default) or none (the fluid model of the live fleet)",
+    )
+    fleet.add_argument(
+        "--arrival-cv2",
+        type=float,
+        default=1.0,
+        help="squared coefficient of variation of inter-arrival times (1: Poisson, the default)",
+    )
+    fleet.add_argument(
+        "--metric-delay",
+        default="30s",
+        help="age of the values the HPA reads, a multiple of 15 s (default 30s: dcgm-exporter + scrape); 0 for none",
+    )
+    fleet.add_argument(
+        "--warm-gpus", type=int, default=None, help="GPUs the cluster has at once (default: always a free GPU)"
+    )
+    fleet.add_argument(
+        "--node-provision", default="3m..7m", help="delay of an added GPU node with --warm-gpus (default 3m..7m)"
+    )
+    fleet.add_argument("--max-gpus", type=int, default=None, help="GPUs the cluster can grow to (--warm-gpus)")
     fleet.add_argument("--seed", type=int, default=0)
     p.add_argument("--slo-p99", default="0.8s", help="P99 latency SLO (default 0.8s)")
     p.add_argument("--workers", type=int, default=0, help="processes for the policies (default: CPUs)")
@@ -111,15 +149,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _load_trace(args: argparse.Namespace) -> Any:
     import numpy as np
 
-    from adapter.cli.backtest import load_csv
+    from adapter.cli.backtest import load_csv, parse_duration
     from adapter.sim.trace import DEFAULT_SUSPECT_FRACTION, RateTrace, load_trace
 
     if args.time_col is None and args.value_col is None:
+        if args.time_unit or args.index_step:
+            raise ValueError("--time-unit and --index-step need --value-col (a CSV in another layout)")
         return load_trace(args.trace)
     if args.value_col is None:
         raise ValueError("--time-col needs --value-col")
     series = load_csv(
-        args.trace, value_col=args.value_col, time_col=args.time_col, gap_col=args.gap_col, count=args.count
+        args.trace,
+        value_col=args.value_col,
+        time_col=args.time_col,
+        gap_col=args.gap_col,
+        count=args.count,
+        time_unit=args.time_unit,
+        index_step_s=parse_duration(args.index_step) if args.index_step else None,
     )
     values = np.asarray(series.values, dtype=np.float64)
     known = values[np.isfinite(values)]
@@ -131,15 +177,21 @@ def _load_trace(args: argparse.Namespace) -> Any:
     return RateTrace(step_s=series.step_s, rates=values, suspect=suspect, start_s=float(series.timestamps[0]))
 
 
-def _load_range(text: str) -> tuple[float, float]:
+def _load_range(text: str, option: str = "--load-time") -> tuple[float, float]:
     from adapter.cli.backtest import parse_duration
 
     low, sep, high = text.partition("..")
     a = parse_duration(low)
     b = parse_duration(high) if sep else a
     if b < a:
-        raise ValueError(f"--load-time {text!r}: the range must go from low to high")
+        raise ValueError(f"{option} {text!r}: the range must go from low to high")
     return a, b
+
+
+def _delay(text: str) -> float:
+    from adapter.cli.backtest import parse_duration
+
+    return 0.0 if text.strip() in ("0", "0s") else parse_duration(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,6 +216,7 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
     from adapter.hpa.spec import HPASpecError, load_hpa
     from adapter.settings import load_catalog
     from adapter.sim.fleet import Deployment, FleetConfig
+    from adapter.sim.fluid import GpuPool
     from adapter.sim.policies import POLICY_NAMES, build_policies
     from adapter.sim.report import table, write_json, write_plot
     from adapter.sim.simulate import SimulationConfig, simulate
@@ -203,7 +256,7 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         else (args.peak_pods or _DEFAULT_PEAK_PODS) * args.pod_capacity
     )
     scaled = ScaledTrace(trace, peak_rps=peak)
-    offset = 0.0 if args.start.strip() in ("0", "") else parse_duration(args.start)
+    offset = _start_offset(args.start, policies, trace.duration_s, parse_duration)
     if args.days is not None and args.duration is not None:
         raise ValueError("give --duration or --days, not both")
     duration = (
@@ -213,15 +266,28 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
     )
     sync = 15.0
     start = math.floor((trace.start_s + offset) / sync) * sync
+    pool = None
+    if args.warm_gpus is not None:
+        pool = GpuPool(
+            warm_gpus=args.warm_gpus,
+            node_provision_s=_load_range(args.node_provision, "--node-provision"),
+            max_gpus=args.max_gpus,
+        )
+    elif args.max_gpus is not None:
+        raise ValueError("--max-gpus needs --warm-gpus")
     config = SimulationConfig(
         fleet=fleet,
         slo_p99_s=parse_duration(args.slo_p99),
         start_s=start,
         duration_s=duration,
         initial_replicas=args.initial_pods,
+        queueing=args.queueing == "mgc",
+        arrival_cv2=args.arrival_cv2,
+        metric_delay_s=_delay(args.metric_delay),
+        pool=pool,
     )
     if args.live:
-        from adapter.sim.live import LiveOptions, run_live_command
+        from adapter.sim.live import LiveOptions
 
         if len(policies) != 1:
             raise ValueError("--live runs exactly one policy: pass one --policy")
@@ -232,9 +298,7 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
             scrape_interval_s=parse_duration(args.scrape_interval),
             catalog_path=args.catalog,
         )
-        return run_live_command(
-            policies[0], scaled, config, catalog, options, json_path=args.json, plot_path=args.plot
-        )
+        return _run_live(policies[0], scaled, config, catalog, options, json_path=args.json, plot_path=args.plot)
     workers = args.workers or min(os.cpu_count() or 1, len(policies))
 
     def progress(name: str) -> None:
@@ -252,3 +316,58 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         f"({workers} worker{'s' if workers > 1 else ''})"
     )
     return 0
+
+
+def _start_offset(text: str, policies: Any, trace_s: float, parse_duration: Any) -> float:
+    """Seconds into the trace the replay starts: ``--start``, or for ``auto`` the longest history span of
+    a boosted policy's forecaster (capped at a quarter of the trace), 0 when no policy boosts."""
+    from adapter.sim.forecasting import history_span_s
+
+    value = text.strip()
+    if value in ("0", ""):
+        return 0.0
+    if value != "auto":
+        return float(parse_duration(value))
+    spans = [history_span_s(p.forecast) for p in policies if p.forecast is not None]
+    return min(max(spans), trace_s / 4.0) if spans else 0.0
+
+
+def _run_live(
+    policy: Any, trace: Any, config: Any, catalog: Any, options: Any, *, json_path: Path, plot_path: Path | None
+) -> int:
+    """``simulate --live``: run, replay, compare, write JSON (and PNG); 0 when the replay matches, else 1."""
+    import json
+    from dataclasses import replace
+
+    from adapter.devservers import DevServerError
+    from adapter.sim.live import compare, live_document, offline_twin, run_live
+    from adapter.sim.report import live_lines, write_live_plot
+    from adapter.sim.simulate import physics
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    options = replace(options, log=say)
+    try:
+        live = run_live(policy, trace, config, options)
+    except DevServerError as exc:
+        say(f"simulate --live: {exc}")
+        return 1
+    offline = offline_twin(policy, trace, config, live, catalog)
+    comparison = compare(live, offline)
+    inputs = {
+        "start_s": live.start_s,
+        "duration_s": config.duration_s,
+        "slo_p99_s": config.slo_p99_s,
+        "trace_peak_rps": trace.peak_rps,
+        "initial_replicas": live.initial_replicas,
+        "physics": physics(config.fleet),
+        "scrape_interval_s": options.scrape_interval_s,
+    }
+    json_path.write_text(
+        json.dumps(live_document(policy, live, comparison, inputs), indent=2) + "\n", encoding="utf-8"
+    )
+    if plot_path is not None:
+        write_live_plot(live, offline, plot_path)
+    print("\n".join(live_lines(live, offline, comparison)))
+    return 0 if live.replay.matches else 1

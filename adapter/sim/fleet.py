@@ -15,14 +15,25 @@ The serving model is a fluid approximation of a continuous-batching engine, per 
 
 GPU utilization follows the M/G/inf "at least one request in flight" probability ``1 - exp(-running)``:
 near 100 % whenever the pod is busy at all, as continuous batching shows on real GPUs, and ~0 when idle.
+
+``Fleet(..., waits=WaitModel(config))`` adds the offline engine's waiting before saturation
+(``adapter.sim.latency``): below capacity, completions get the M/G/c wait on top of their service time and
+``waiting`` reads the M/G/c mean queue, so a closed loop sees the same physics as ``simulate``.
 """
 
+# Over 450 lines: one model (pods, GPUs, telemetry) whose parts share private state; the exporter reads it all.
 from __future__ import annotations
 
 import math
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from adapter.sim.latency import WaitModel
 
 # vLLM's e2e latency histogram bucket upper bounds (seconds), as served by a real vLLM V1 server
 # (shared/data/samples/vllm.prom, ``vllm:e2e_request_latency_seconds_bucket``; +Inf is implicit).
@@ -31,6 +42,7 @@ VLLM_E2E_LATENCY_BUCKETS: tuple[float, ...] = (
     120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
 
+_BUCKET_BOUNDS = np.asarray(VLLM_E2E_LATENCY_BUCKETS, dtype=np.float64)
 # Kubernetes generates pod-template hashes and pod name suffixes from this alphabet (no vowels, no
 # look-alike characters): k8s.io/apimachinery/pkg/util/rand/rand.go (``alphanums``).
 _K8S_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
@@ -261,10 +273,19 @@ class Fleet:
     ``now``, otherwise they start loading. Not thread-safe: callers serialize access.
     """
 
-    def __init__(self, config: FleetConfig, *, replicas: int, now: float = 0.0, warm: bool = True) -> None:
+    def __init__(
+        self,
+        config: FleetConfig,
+        *,
+        replicas: int,
+        now: float = 0.0,
+        warm: bool = True,
+        waits: WaitModel | None = None,
+    ) -> None:
         if replicas < 0:
             raise ValueError("replicas must not be negative")
         self.config = config
+        self._waits = waits
         self._rng = random.Random(config.seed)
         self._now = float(now)
         self._nodes: list[list[_Gpu]] = []
@@ -435,7 +456,10 @@ class Fleet:
         done = pod.running * h / service  # <= running because h <= base_service_s <= service
         pod.running -= done
         wait = pod.waiting / cfg.capacity_rps
-        self._record(pod, done, wait, service)
+        if self._waits is not None and pod.waiting <= 1e-9 and 0.0 < rate < cfg.capacity_rps:
+            self._record_waited(pod, done, rate, service)
+        else:
+            self._record(pod, done, wait, service)
         overflow = pod.waiting - cfg.max_queue
         if overflow > 0:
             pod.waiting = cfg.max_queue
@@ -456,6 +480,18 @@ class Fleet:
         pod.buckets[-1] += done
         pod.completed += done
         pod.latency_sum += done * (wait + mean_service)
+
+    def _record_waited(self, pod: _Pod, done: float, rate: float, mean_service: float) -> None:
+        """Add ``done`` completions at a steady ``rate`` below capacity: M/G/c wait + service (``waits``)."""
+        if done <= 0 or self._waits is None:
+            return
+        cdf = self._waits.stationary_cdf(rate, _BUCKET_BOUNDS)
+        for i, share in enumerate(cdf):
+            pod.buckets[i] += done * float(share)
+        pod.buckets[-1] += done
+        pod.completed += done
+        p, theta = self._waits.wait(rate)
+        pod.latency_sum += done * ((p / theta if p > 0 else 0.0) + mean_service)
 
     def _p99(self, pod: _Pod) -> float:
         sigma = self.config.latency_sigma
@@ -579,6 +615,15 @@ class Fleet:
         dynamic = (cfg.gpu.max_power_w - cfg.gpu.idle_power_w) * busy * (0.35 + 0.65 * batch)
         return util, fb, copy_util, idle_power + dynamic + 3.0 * gpu.power_noise * busy
 
+    def _mean_queue(self, pod: _Pod) -> float:
+        """The M/G/c mean queue a ready pod without backlog shows (0 without ``waits``)."""
+        rate = pod.arrival_rate
+        if self._waits is None or pod.phase is not PodPhase.READY or pod.waiting > 1e-9:
+            return 0.0
+        if not 0.0 < rate < self.config.capacity_rps:
+            return 0.0
+        return self._waits.mean_queue(rate)
+
     def _pod_snapshot(self, pod: _Pod) -> PodSnapshot:
         cfg = self.config
         dep = cfg.deployment
@@ -595,7 +640,7 @@ class Fleet:
             gpu_uuids=tuple(gpus[i].uuid for i in pod.gpu_indices),
             arrival_rate=pod.arrival_rate,
             throughput=pod.throughput,
-            waiting=pod.waiting,
+            waiting=pod.waiting + self._mean_queue(pod),
             running=pod.batch,
             kv_cache_usage=cfg.kv_full_usage * min(pod.batch / cfg.batch_slots, 1.0),
             p99_latency_s=self._p99(pod),

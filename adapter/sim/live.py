@@ -2,9 +2,10 @@
 
 Everything runs on 127.0.0.1 and is torn down on exit:
 
-1. the step-by-step fleet model (``adapter.sim.fleet.Fleet``) advanced by ``FleetRunner`` on a
-   compressed clock: ``speed`` simulated seconds per wall second, for the trace *and* the physics (model
-   load, drain, queues), so a 5-hour run takes 15 minutes at the default speed 20;
+1. the step-by-step fleet model (``adapter.sim.fleet.Fleet``, with the offline engine's M/G/c waiting
+   before saturation unless ``queueing=False``) advanced by ``FleetRunner`` on a compressed clock:
+   ``speed`` simulated seconds per wall second, for the trace *and* the physics (model load, drain,
+   queues), so a 5-hour run takes 15 minutes at the default speed 20;
 2. its /metrics (``adapter.demo.exporter``: dcgm-exporter, vLLM and kube-state-metrics series) scraped by
    a throwaway Prometheus every ``scrape_interval_s`` wall seconds;
 3. ``python -m adapter serve --insecure-plain-http --pod-source prometheus`` with the catalog's time
@@ -26,12 +27,12 @@ cache (``--pod-cache-ttl``) and its forecast tick (``--forecast-tick``) are divi
 for the same simulated time as in a cluster.
 """
 
+# Over 450 lines: the closed loop, its accounting and its replay check are one experiment (printing: report.py).
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -52,16 +53,18 @@ from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec
 from adapter.settings import DURATION, Catalog, duration_seconds, parse_catalog
+from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
 from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet, FleetSnapshot, PodPhase
+from adapter.sim.observer import pod_info
 from adapter.sim.policies import Policy, average_usage
 from adapter.sim.simulate import (
     MINUTE_S,
-    SLO_QUANTILE,
     PolicyRun,
     SimulationConfig,
     SimulationError,
     SyncRecord,
     initial_replicas,
+    knee,
     latency_window,
     run_policy,
 )
@@ -156,23 +159,20 @@ def catalog_document(path: Path | None) -> dict[str, Any]:
 
 
 def pod_infos(snapshot: FleetSnapshot, cpu_request_milli: int) -> tuple[PodInfo, ...]:
-    """The pods the scale selector lists, as the Kubernetes API holds them: a loading pod is Running but
-    not Ready; a deleted (draining) pod has its deletion timestamp set."""
-    out = []
-    for pod in snapshot.pods:
-        ready = pod.phase is PodPhase.READY
-        out.append(
-            PodInfo(
-                name=pod.name,
-                phase="Running",
-                ready=ready,
-                deleted=pod.phase is PodPhase.TERMINATING,
-                start_time=pod.created_at,
-                ready_transition_time=pod.ready_at if ready else pod.created_at,
-                requests_milli={"cpu": cpu_request_milli},
-            )
+    """The pods the scale selector lists, as the Kubernetes API holds them (``observer.pod_info``, the
+    offline engine's conversion): a loading pod is Running but not Ready; a deleted (draining) pod has its
+    deletion timestamp set."""
+    return tuple(
+        pod_info(
+            pod.name,
+            ready=pod.phase is PodPhase.READY,
+            created=pod.created_at,
+            ready_at=pod.ready_at,
+            cpu_request_milli=cpu_request_milli,
+            deleted=pod.phase is PodPhase.TERMINATING,
         )
-    return tuple(out)
+        for pod in snapshot.pods
+    )
 
 
 def pods_metric_path(namespace: str, metric: str) -> str:
@@ -329,12 +329,7 @@ class _Accounts:
         self.peak_waiting = max(self.peak_waiting, sum(p.waiting for p in snapshot.pods))
 
     def violated(self) -> npt.NDArray[np.bool_]:
-        served = self.completions + self.dropped
-        bad = np.maximum(self.over, 0.0) + self.dropped
-        with np.errstate(invalid="ignore", divide="ignore"):
-            fraction = np.where(served > 0, bad / np.where(served > 0, served, 1.0), 0.0)
-        out: npt.NDArray[np.bool_] = fraction > 1.0 - SLO_QUANTILE + 1e-12
-        return out
+        return violated_minutes(self.completions, self.over, self.dropped)
 
 
 # -- the loop ------------------------------------------------------------------------------------------------
@@ -358,6 +353,7 @@ class LiveResult:
     initial_replicas: int
     wall_s: float
     speed: float
+    scrape_interval_s: float = 0.0
 
     @property
     def sync_desired(self) -> _I64:
@@ -456,7 +452,13 @@ def run_live(
     replicas = initial_replicas(
         trace, replace(config, start_s=hpa_start), spec.min_replicas, spec.max_replicas
     )
-    fleet = Fleet(config.fleet, replicas=replicas, now=config.start_s)
+    # The same waiting before saturation as the offline engine (none with queueing=False).
+    fleet = Fleet(
+        config.fleet,
+        replicas=replicas,
+        now=config.start_s,
+        waits=config.wait_model() if config.queueing else None,
+    )
     clock = _SimClock(config.start_s, options.speed)
     n_syncs = max(1, math.ceil(config.duration_s / period - 1e-9))
     deployment = config.fleet.deployment
@@ -506,25 +508,23 @@ def run_live(
         runner.stop()
     wall = time.monotonic() - started
     desired = np.asarray([r.desired for r in records], dtype=np.int64)
-    violated = accounts.violated()
-    gpus = config.fleet.gpus_per_pod
-    pod_hours = float(accounts.pod_seconds.sum()) / 3600.0
-    served = float(accounts.completions.sum() + accounts.dropped.sum())
-    summary: dict[str, float | int | str | None] = {
-        "slo_violation_minutes": int(violated.sum()),
-        "minutes": int(violated.size),
-        "gpu_hours": pod_hours * gpus,
-        "pod_hours": pod_hours,
-        "scale_events": ups + downs,
-        "scale_ups": ups,
-        "scale_downs": downs,
-        "peak_queue": accounts.peak_waiting,
-        "mean_replicas": float(desired.mean()),
-        "max_replicas": int(desired.max()),
-        "min_replicas": int(desired.min()),
-        "requests": served,
-        "dropped": float(accounts.dropped.sum()),
-    }
+    per_pod = knee(config)
+    minute_rates = np.asarray(
+        [trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)]
+    )
+    totals = RunTotals(
+        completions=accounts.completions,
+        over_slo=accounts.over,
+        dropped=accounts.dropped,
+        pod_seconds=accounts.pod_seconds,
+        desired=desired,
+        scale_ups=ups,
+        scale_downs=downs,
+        peak_queue=accounts.peak_waiting,
+        gpus_per_pod=config.fleet.gpus_per_pod,
+    )
+    oracle = oracle_gpu_hours(minute_rates, per_pod, config.fleet.gpus_per_pod) if per_pod > 0 else None
+    summary = summarize(totals, oracle_gpu_hours=oracle)
     return LiveResult(
         policy=policy.name,
         records=tuple(records),
@@ -540,18 +540,23 @@ def run_live(
         initial_replicas=replicas,
         wall_s=wall,
         speed=options.speed,
+        scrape_interval_s=options.scrape_interval_s,
     )
 
 
 def offline_twin(
     policy: Policy, trace: ScaledTrace, config: SimulationConfig, live: LiveResult, catalog: Catalog
 ) -> PolicyRun:
-    """The offline engine over the live run's span, from the same initial replicas."""
+    """The offline engine over the live run's span, from the same initial replicas and physics (the live
+    fleet waits before saturation as the offline one does); the values the live HPA reads are about one
+    scrape interval old, so that is the twin's ``metric_delay_s`` (rounded to whole syncs)."""
+    scrape_sim_s = live.scrape_interval_s * live.speed
     twin = replace(
         config,
         start_s=live.start_s,
         duration_s=float(live.sync_t.size) * config.sync_period_s,
         initial_replicas=live.initial_replicas,
+        metric_delay_s=round(scrape_sim_s / config.sync_period_s) * config.sync_period_s,
     )
     return run_policy(policy, trace, twin, catalog)
 
@@ -601,93 +606,3 @@ def live_document(
             "live_metric": [None if math.isnan(v) else round(float(v), 4) for v in live.sync_usage],
         },
     }
-
-
-def write_live_plot(live: LiveResult, offline: PolicyRun, path: Path) -> None:
-    """PNG of the live run's replicas against the offline engine's, with the arrival rate."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    hours = (live.sync_t - live.sync_t[0]) / 3600.0
-    fig, (ax_load, ax_rep) = plt.subplots(
-        2, 1, figsize=(12, 6.5), sharex=True, gridspec_kw={"height_ratios": [1, 2]}
-    )
-    ax_load.plot(hours, live.sync_rate, color="black", linewidth=0.8)
-    ax_load.set_ylabel("arrivals (req/s)")
-    ax_rep.plot(hours, live.sync_desired, drawstyle="steps-post", label="live (real Prometheus + adapter)")
-    n = min(hours.size, offline.sync_desired.size)
-    ax_rep.plot(
-        hours[:n], offline.sync_desired[:n], drawstyle="steps-post", linestyle="--", label="offline engine"
-    )
-    ax_rep.set_ylabel("replicas")
-    ax_rep.set_xlabel("simulated hours")
-    ax_rep.legend(loc="upper left")
-    ax_load.set_title(
-        f"{live.policy}: closed loop at x{live.speed:g}; replay "
-        f"{'matches' if live.replay.matches else 'DIFFERS'} at every sync"
-    )
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
-
-
-def run_live_command(
-    policy: Policy,
-    trace: ScaledTrace,
-    config: SimulationConfig,
-    catalog: Catalog,
-    options: LiveOptions,
-    *,
-    json_path: Path,
-    plot_path: Path | None,
-) -> int:
-    """``simulate --live``: run, replay, compare, write JSON (and PNG); 0 when the replay matches, else 1."""
-    from adapter.devservers import DevServerError
-    from adapter.sim.simulate import physics
-
-    def say(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
-    options = replace(options, log=say)
-    try:
-        live = run_live(policy, trace, config, options)
-    except DevServerError as exc:
-        say(f"simulate --live: {exc}")
-        return 1
-    offline = offline_twin(policy, trace, config, live, catalog)
-    comparison = compare(live, offline)
-    inputs = {
-        "start_s": live.start_s,
-        "duration_s": config.duration_s,
-        "slo_p99_s": config.slo_p99_s,
-        "trace_peak_rps": trace.peak_rps,
-        "initial_replicas": live.initial_replicas,
-        "physics": physics(config.fleet),
-        "scrape_interval_s": options.scrape_interval_s,
-    }
-    json_path.write_text(
-        json.dumps(live_document(policy, live, comparison, inputs), indent=2) + "\n", encoding="utf-8"
-    )
-    if plot_path is not None:
-        write_live_plot(live, offline, plot_path)
-    s, o = live.summary, offline.summary
-    print(
-        f"live {policy.name}: {len(live.records)} syncs in {live.wall_s:.0f} s wall (x{live.speed:g}), "
-        f"{live.read_errors} failed reads, replay {'matches' if live.replay.matches else 'DIFFERS'} "
-        f"({len(live.replay.mismatches)} mismatches)"
-    )
-    print(f"{'':8s} {'SLO min':>8s} {'GPU-h':>8s} {'events':>7s} {'mean rep':>9s}")
-    for name, fig in (("live", s), ("offline", o)):
-        print(
-            f"{name:8s} {fig['slo_violation_minutes']:>8} {float(fig['gpu_hours'] or 0):8.1f} "
-            f"{fig['scale_events']:>7} {float(fig['mean_replicas'] or 0):9.1f}"
-        )
-    print(
-        f"replicas: mean |live - offline| {comparison['replicas_mean_abs_diff']:.2f}, "
-        f"correlation {comparison['replicas_correlation']}"
-    )
-    return 0 if live.replay.matches else 1

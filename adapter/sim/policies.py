@@ -19,8 +19,9 @@ a utilization percentage), which is how a user tunes a target before deploying i
 
 ``pod_values`` turns one fleet observation (``PodView``) into per-pod metric values the way the server
 does: per-GPU utilization reduced to the pod's P90, loading pods without vLLM series, composites through
-``adapter.aggregate.fuse`` (the server's function) and the boosted composite as composite x boost.
-``readings`` turns them into the milli-values the HPA controller reads (``MetricReading``).
+``adapter.aggregate.fuse`` (the server's function) and the boosted composite through
+``adapter.forecast.boost.boosted`` (the server's rule). ``readings`` turns them into the milli-values the
+HPA controller reads (``MetricReading``), rounded by the server's Quantity rule (``api.wire.milli``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.aggregate import PodValue, fuse
+from adapter.api.wire import milli
 from adapter.errors import ConfigError
+from adapter.forecast.boost import boosted
 from adapter.forecast.registry import AUTO, MODELS
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.spec import HPASpec, MetricSpec, MetricTarget, hpa_from_dict
@@ -97,6 +100,8 @@ class PodView:
     ``serving`` is False for a pod still loading its model: it has GPU series but no vLLM series yet.
     ``gpu_util`` holds one column per GPU of the pod (percent, as dcgm-exporter prints them: integers).
     ``latency_p99`` is NaN where no request completed in the latency window (the term is then missing).
+    ``running`` (vLLM's ``num_requests_running``) and ``kv_cache_usage`` (``kv_cache_usage_perc``, 0..1) are
+    the non-saturating engine signals a composite may read; None when the observer does not provide them.
     """
 
     now: float
@@ -106,6 +111,8 @@ class PodView:
     queue: _F64
     latency_p99: _F64
     cpu_milli: _F64
+    running: _F64 | None = None
+    kv_cache_usage: _F64 | None = None
 
 
 def design_hpa(
@@ -308,8 +315,8 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
         return _values(names, view.latency_p99, view.serving)
     if catalog.forecast is not None and metric == catalog.forecast.boosted:
         base = pod_values(catalog.forecast.base, view, catalog)
-        # The server multiplies only when the boost differs from 1 (provider ``_times``).
-        return base if boost == 1.0 else {pod: v * boost for pod, v in base.items()}
+        # The server's one rule (provider ``_times`` -> ``forecast.boost.boosted``); 1 changes nothing.
+        return base if boost == 1.0 else {pod: boosted(v, boost) for pod, v in base.items()}
     composite = catalog.composites.get(metric)
     if composite is not None:
         components: dict[str, dict[str, PodValue]] = {}
@@ -322,8 +329,9 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
 
 
 def to_milli(value: float) -> int:
-    """``MilliValue()`` of the Quantity the server serves for ``value`` (rounded half up to milli)."""
-    return math.floor(value * 1000.0 + 0.5)
+    """``MilliValue()`` of the Quantity the server serves for ``value``: the server's own rule
+    (``adapter.api.wire.milli``, Decimal, half up), so the simulated HPA reads exactly what it would."""
+    return milli(value)
 
 
 def readings(

@@ -110,13 +110,17 @@ def default_trace_path(repo_root: Path | None = None) -> Path | None:
     """Where the shared 10-minute trace lives, or None if it is not on this machine.
 
     Looks in ``../shared/data/traces`` beside the repository (how the work tree and CI lay it out),
-    then ``data/traces`` inside the repository. Checked at call time, never at import.
+    then ``data/traces`` inside the repository, then (for this package's own repository, ``repo_root``
+    None) the copy vendored in the package, ``adapter/data/traces``. Checked at call time, never at import.
     """
     root = repo_root if repo_root is not None else Path(__file__).resolve().parents[2]
-    for candidate in (
+    candidates = [
         root.parent / "shared" / "data" / "traces" / TRACE_FILE_10MIN,
         root / "data" / "traces" / TRACE_FILE_10MIN,
-    ):
+    ]
+    if repo_root is None:
+        candidates.append(Path(__file__).resolve().parents[1] / "data" / "traces" / TRACE_FILE_10MIN)
+    for candidate in candidates:
         if candidate.is_file():
             return candidate
     return None
@@ -127,6 +131,37 @@ def synthetic_trace(*, days: int = 2, step_s: float = 600.0) -> RateTrace:
     t = np.arange(int(days * 86400 / step_s), dtype=np.float64) * step_s
     rates = 0.7 + 0.3 * np.cos(2.0 * np.pi * (t - 16 * 3600.0) / 86400.0)
     return RateTrace(step_s=step_s, rates=rates, suspect=np.zeros(rates.shape, dtype=np.bool_))
+
+
+def flat_noisy_trace(*, days: float = 2.0, step_s: float = 60.0, seed: int = 0) -> RateTrace:
+    """A trace without a daily cycle: a mean-reverting log random walk (AR(1), 1-hour memory, 15 % spread)
+    with a level shift of 0.6-1.6x every ~6 hours. For checking that nothing relies on a daily pattern."""
+    rng = np.random.default_rng(seed)
+    n = int(days * 86400 / step_s)
+    phi = math.exp(-step_s / 3600.0)
+    noise = rng.normal(0.0, 0.15 * math.sqrt(1.0 - phi * phi), n)
+    x = np.zeros(n)
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + noise[i]
+    shifts = rng.random(n) < step_s / (6 * 3600.0)
+    level = np.exp(np.cumsum(np.where(shifts, rng.uniform(math.log(0.6), math.log(1.6), n), 0.0)))
+    level = np.clip(level, 0.3, 3.0)  # keep the walk within a fleet's range
+    rates = level * np.exp(x)
+    return RateTrace(step_s=step_s, rates=rates, suspect=np.zeros(n, dtype=np.bool_))
+
+
+def bursty_trace(*, minutes: int = 60, seed: int = 0) -> RateTrace:
+    """A 1-minute-step trace of ``minutes`` with bursts: a base load with 5 % noise and, about every 15
+    minutes, a burst that doubles or triples the load within a minute and decays over ~5 minutes."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(minutes, dtype=np.float64)
+    rates = 1.0 + 0.05 * rng.normal(size=minutes)
+    starts = np.flatnonzero(rng.random(minutes) < 1.0 / 15.0)
+    for start in starts:
+        height = rng.uniform(1.0, 2.0)
+        after = t - start
+        rates += np.where(after >= 0, height * np.exp(-np.maximum(after, 0.0) / 5.0), 0.0)
+    return RateTrace(step_s=60.0, rates=np.maximum(rates, 0.05), suspect=np.zeros(minutes, dtype=np.bool_))
 
 
 @dataclass(frozen=True)

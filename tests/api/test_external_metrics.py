@@ -164,7 +164,7 @@ def test_external_hpa_example_reads_a_served_metric(prometheus: TestBackend, uni
     """apiservice-manifests/examples/external/: a valid autoscaling/v2 HPA whose metric and selector the
     adapter serves (one item, so the HPA's sum over items is the Deployment's value)."""
     from tests.deploy.manifests import EXAMPLES
-    from tests.deploy.test_manifests import check_object
+    from tests.support.manifests import check_object
 
     hpa = yaml.safe_load((EXAMPLES / "external" / "vllm-hpa-external.yaml").read_text())
     assert check_object(hpa) == "schema"

@@ -20,11 +20,12 @@ from adapter.sim.trace import (
     synthetic_trace,
 )
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+# The traces vendored in the package (byte-identical copies of the shared ServeGen CSVs).
+TRACES = Path(__file__).resolve().parents[2] / "adapter" / "data" / "traces"
 CSV_10MIN = TRACES / "servegen_language_m_mid_10min.csv"
 CSV_1MIN = TRACES / "servegen_language_m_mid_1min.csv"
 
-needs_trace = pytest.mark.skipif(not CSV_10MIN.is_file(), reason="shared trace not present")
+needs_trace = pytest.mark.skipif(not CSV_10MIN.is_file(), reason="vendored trace not present")
 
 
 def _rows() -> list[dict[str, str]]:
