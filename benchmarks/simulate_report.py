@@ -1,4 +1,4 @@
-"""The HPA what-if report on the shared trace, and the long closed-loop run against the real server.
+"""The HPA what-if report on the vendored ServeGen trace, and the long closed-loop run against the real server.
 
 Two parts, each printing figures (nothing here is a timed test):
 
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TRACE = Path("..") / "shared" / "data" / "traces" / "servegen_language_m_mid_10min.csv"  # from the repo root
+TRACE = Path("adapter") / "data" / "traces" / "servegen_language_m_mid_10min.csv"  # from the repo root
 HPA = Path("apiservice-manifests") / "examples" / "vllm-hpa.yaml"
 
 

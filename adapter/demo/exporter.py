@@ -4,7 +4,7 @@ Three pieces, from pure to threaded:
 
 * ``render_metrics(snapshot, ...)`` turns a ``FleetSnapshot`` into Prometheus text exposition shaped
   like the real exporters (metric names, label names and order, HELP/TYPE lines as in
-  shared/data/samples). Pure.
+  tests/data/samples). Pure.
 * ``FleetRunner`` owns a ``Fleet`` and advances it in wall time: the trace is played at the
   ``TraceClock``'s speed, while the fleet's physics (queues, model-load delay, counters) run in real
   seconds so that ``rate()`` over the scraped counters gives true requests/s. ``tick(wall)`` is the
@@ -45,7 +45,7 @@ DCGM_DRIVER_VERSION = "580.105.08"  # as in the shared dcgm-exporter samples
 DCGM_EXPORTER_NAMESPACE = "gpu-operator"  # where the GPU Operator runs dcgm-exporter
 DCGM_EXPORTER_CONTAINER = "nvidia-dcgm-exporter"
 VLLM_ENGINE = "0"
-# vLLM emits request_success_total for each of these reasons (shared/data/samples/vllm.prom); the model
+# vLLM emits request_success_total for each of these reasons (tests/data/samples/vllm.prom); the model
 # finishes every request with "stop", the others stay 0 but exist, as on a real server.
 VLLM_FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 KSM_POD_PHASES = ("Pending", "Succeeded", "Failed", "Unknown", "Running")
@@ -166,7 +166,7 @@ def _render_dcgm(snapshot: FleetSnapshot, exported_nodes: frozenset[str], out: l
         fb_used.add(labels, _int(gpu.fb_used_mib))
         power.add(labels, _fixed6(gpu.power_w))
         xid.add(labels, str(gpu.xid))
-    # Family order as in the real capture (shared/data/samples/dcgm_exporter_l4_full.prom).
+    # Family order as in the real capture (tests/data/samples/dcgm_exporter_l4_full.prom).
     for family in (power, util, copy, fb_free, fb_used, xid):
         family.write(out)
 

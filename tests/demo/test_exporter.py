@@ -23,8 +23,7 @@ from adapter.demo.exporter import (
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig, FleetSnapshot, PodPhase
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "samples"
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared samples not present")
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"  # the vendored real captures
 
 DEP = Deployment(name="llama-3-8b", namespace="llm-demo")
 
@@ -76,7 +75,6 @@ def test_dcgm_series_one_per_gpu_with_pod_attribution(gpus_per_pod: int, pods: i
             assert s.labels["namespace"] == "" and s.value == 0
 
 
-@needs_samples
 def test_dcgm_labels_and_help_match_the_real_exporter() -> None:
     real = (SAMPLES / "dcgm_exporter.prom").read_text()
     real_held = next(s for s in samples(real)["DCGM_FI_DEV_GPU_UTIL"] if s.labels.get("pod"))
@@ -104,7 +102,6 @@ def test_dcgm_labels_and_help_match_the_real_exporter() -> None:
     }
 
 
-@needs_samples
 def test_vllm_series_match_the_real_server() -> None:
     real_text = (SAMPLES / "vllm.prom").read_text()
     real = samples(real_text)

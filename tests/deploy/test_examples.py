@@ -2,7 +2,7 @@
 
 The HPA's behavior must be exactly the design's (tests/hpa/design.py); the Deployment's preStop drain is a
 real program, run here against a small local stand-in for vLLM's /metrics that serves the real vLLM sample
-from ../shared/data/samples/vllm.prom with the request gauges set per poll.
+from tests/data/samples/vllm.prom (vendored) with the request gauges set per poll.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.deploy.manifests import EXAMPLES, REPO, Obj, find, of_kind, render, s
 from tests.deploy.test_manifests import check_object
 from tests.hpa.design import DESIGN_HPA
 
-VLLM_SAMPLE = REPO.parent / "shared" / "data" / "samples" / "vllm.prom"
+VLLM_SAMPLE = REPO / "tests" / "data" / "samples" / "vllm.prom"
 
 
 @pytest.fixture(scope="module")
