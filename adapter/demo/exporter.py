@@ -275,21 +275,58 @@ def _render_ksm(snapshot: FleetSnapshot, epoch: float, out: list[str]) -> None:
         family.write(out)
 
 
+@dataclass(frozen=True)
+class HpaStatus:
+    """The HorizontalPodAutoscaler of the demo's closed loop, as kube-state-metrics exports it."""
+
+    namespace: str
+    name: str
+    min_replicas: int
+    max_replicas: int
+    current_replicas: int
+    desired_replicas: int
+
+
+def _render_hpa(hpa: HpaStatus, out: list[str]) -> None:
+    # Names, HELP text and labels as kube-state-metrics v2 (docs/horizontalpodautoscaler-metrics.md).
+    ident = [("namespace", hpa.namespace), ("horizontalpodautoscaler", hpa.name)]
+    for name, help_text, value in (
+        ("kube_horizontalpodautoscaler_spec_max_replicas",
+         "[STABLE] Upper limit for the number of pods that can be set by the autoscaler; cannot be smaller "
+         "than MinReplicas.", hpa.max_replicas),
+        ("kube_horizontalpodautoscaler_spec_min_replicas",
+         "[STABLE] Lower limit for the number of pods that can be set by the autoscaler, default 1.",
+         hpa.min_replicas),
+        ("kube_horizontalpodautoscaler_status_current_replicas",
+         "[STABLE] Current number of replicas of pods managed by this autoscaler.", hpa.current_replicas),
+        ("kube_horizontalpodautoscaler_status_desired_replicas",
+         "[STABLE] Desired number of replicas of pods managed by this autoscaler.", hpa.desired_replicas),
+    ):  # fmt: skip
+        family = _Family(name, "gauge", help_text)
+        family.add(ident, str(value))
+        family.write(out)
+
+
 def _sanitize(label: str) -> str:
     """Kubernetes label key → Prometheus label name as kube-state-metrics does (invalid chars → ``_``)."""
     return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in label)
 
 
-def render_metrics(snapshot: FleetSnapshot, *, epoch: float = 0.0, exported_nodes: Iterable[str] = ()) -> str:
+def render_metrics(
+    snapshot: FleetSnapshot, *, epoch: float = 0.0, exported_nodes: Iterable[str] = (), hpa: HpaStatus | None = None
+) -> str:
     """Prometheus text exposition (format 0.0.4) for the whole fleet.
 
     ``epoch`` is the Unix time at fleet time 0 (used for ``kube_pod_deletion_timestamp``).
     GPUs on ``exported_nodes`` get the ``exported_pod``/``exported_namespace`` label layout.
+    ``hpa``, when an autoscaler drives the fleet, adds its kube-state-metrics series.
     """
     out: list[str] = []
     _render_dcgm(snapshot, frozenset(exported_nodes), out)
     _render_vllm(snapshot, out)
     _render_ksm(snapshot, epoch, out)
+    if hpa is not None:
+        _render_hpa(hpa, out)
     return "\n".join(out) + "\n"
 
 
@@ -346,6 +383,7 @@ class FleetRunner:
         self._rate = trace.rate_at(clock.sim_time(clock.wall_start))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._hpa: HpaStatus | None = None
         self.failures = 0
 
     def tick(self, wall: float) -> None:
@@ -363,6 +401,11 @@ class FleetRunner:
         with self._lock:
             self.fleet.set_replicas(n, self.fleet.now)
 
+    def set_hpa_status(self, hpa: HpaStatus | None) -> None:
+        """What the HPA driving the fleet last reported (None: no HPA, no series)."""
+        with self._lock:
+            self._hpa = hpa
+
     def snapshot(self) -> FleetSnapshot:
         """The fleet as of the last tick."""
         with self._lock:
@@ -373,7 +416,8 @@ class FleetRunner:
         with self._lock:
             snap = self.fleet.snapshot()
             epoch = self._epoch
-        return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes)
+            hpa = self._hpa
+        return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes, hpa=hpa)
 
     def status(self) -> RunnerStatus:
         """Summary for a one-line status display."""

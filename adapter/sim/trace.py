@@ -1,6 +1,7 @@
 """The real LLM request-rate trace (ServeGen m-mid, 14 days) as a scaled, gap-aware rate source.
 
-``load_trace`` reads either ServeGen CSV (vendored in ``adapter/data/traces``) (10-minute native or 1-minute grid) into a ``RateTrace``;
+``load_trace`` reads either ServeGen CSV (10-minute native or 1-minute grid, vendored in ``adapter/data/traces``)
+into a ``RateTrace``;
 ``ScaledTrace`` answers "what is the arrival rate at simulated second t" with step interpolation, the
 trace rescaled so its peak matches a fleet's capacity; ``TraceClock`` maps wall time to simulated time
 with a compression factor. Everything here is pure apart from ``load_trace`` reading its file.
@@ -20,8 +21,8 @@ import pandas as pd
 
 TRACE_FILE_10MIN = "servegen_language_m_mid_10min.csv"
 TRACE_FILE_1MIN = "servegen_language_m_mid_1min.csv"
-# The trace's README (adapter/data/traces) calls windows below ~20 % of the median "suspect": they sit next to collection
-# gaps and hold only a few clients' traffic, so they would read as a false collapse of load.
+# The trace's README (adapter/data/traces) calls windows below ~20 % of the median "suspect": they sit next to
+# collection gaps and hold only a few clients' traffic, so they would read as a false collapse of load.
 DEFAULT_SUSPECT_FRACTION = 0.2
 
 
