@@ -409,7 +409,9 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
         except (DemoError, DevServerError, BackfillError) as exc:
             say(f"demo failed: {exc}")
             return 1
-    if clean and len(timeline.samples) >= 2:
+    if clean and len(timeline.samples) < 2:
+        say("no plot: the demo stopped before it had two samples")
+    elif clean:
         plot = options.plot_path or default_plot_path()
         try:
             timeline.write_png(plot)

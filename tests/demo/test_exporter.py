@@ -17,6 +17,7 @@ from prometheus_client.samples import Sample
 from adapter.demo.exporter import (
     DCGM_EXPORTER_NAMESPACE,
     FleetRunner,
+    HpaStatus,
     MetricsExporter,
     render_metrics,
 )
@@ -281,3 +282,34 @@ def test_exporter_serves_metrics_over_http_while_the_runner_ticks() -> None:
 def test_render_is_deterministic_for_a_snapshot() -> None:
     snap: FleetSnapshot = busy_fleet().snapshot()
     assert render_metrics(snap) == render_metrics(snap)
+
+
+def test_hpa_series_only_while_an_hpa_drives_the_fleet() -> None:
+    snap = busy_fleet().snapshot()
+    assert "kube_horizontalpodautoscaler" not in render_metrics(snap)
+    hpa = HpaStatus(namespace="llm-demo", name="llama-3-8b", min_replicas=1, max_replicas=16,
+                    current_replicas=3, desired_replicas=5)  # fmt: skip
+    parsed = samples(render_metrics(snap, hpa=hpa))
+    expected = {
+        "kube_horizontalpodautoscaler_spec_min_replicas": 1,
+        "kube_horizontalpodautoscaler_spec_max_replicas": 16,
+        "kube_horizontalpodautoscaler_status_current_replicas": 3,
+        "kube_horizontalpodautoscaler_status_desired_replicas": 5,
+    }
+    for name, value in expected.items():
+        (sample,) = parsed[name]
+        # kube-state-metrics v2 labels (docs/horizontalpodautoscaler-metrics.md).
+        assert sample.labels == {"namespace": "llm-demo", "horizontalpodautoscaler": "llama-3-8b"}
+        assert sample.value == value
+    # The Deployment's own replica series the dashboard sets next to them are there as well.
+    assert parsed["kube_deployment_status_replicas"][0].value == len(snap.pods)
+
+
+def test_runner_renders_the_hpa_status_it_was_given() -> None:
+    fleet = busy_fleet()
+    trace = ScaledTrace(RateTrace(step_s=600.0, rates=np.ones(6), suspect=np.zeros(6, dtype=bool)), peak_rps=5.0)
+    runner = FleetRunner(fleet, trace, TraceClock(wall_start=0.0, speed=1.0), monotonic=lambda: 0.0)
+    runner.set_hpa_status(HpaStatus("llm-demo", "llama-3-8b", 1, 8, 3, 4))
+    assert "kube_horizontalpodautoscaler_status_desired_replicas" in runner.render()
+    runner.set_hpa_status(None)
+    assert "kube_horizontalpodautoscaler" not in runner.render()
