@@ -56,6 +56,7 @@ HPA_SYNC_S = 15.0  # the controller's --horizontal-pod-autoscaler-sync-period de
 SLO_P99_S = 0.8  # the P99 the plot compares against: the catalog composite's latency target
 SAMPLE_EVERY_S = 1.0  # wall seconds between timeline samples
 DEMO_JOB = "llm-demo-fleet"
+ADAPTER_JOB = "llm-hpa-adapter"
 
 
 class DemoError(RuntimeError):
@@ -255,7 +256,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
     PNG is written after a clean stop (duration or Ctrl-C) and its path printed.
     """
     from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
-    from adapter.devservers import AdapterProcess, DevServerError, scraping_prometheus
+    from adapter.devservers import AdapterProcess, DevServerError, free_port, scraping_prometheus
     from adapter.settings import parse_catalog
     from adapter.sim.live import catalog_document
     from adapter.sim.simulate import SimulationError
@@ -312,6 +313,13 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             interval = f"{max(1, round(options.scrape_interval_s * 1000))}ms"
             prom = scraping_prometheus(exporter.target, job=DEMO_JOB, interval=interval)
             stack.callback(prom.close)
+            # Prometheus also scrapes the adapter's own /metrics (composite, boost, forecast per workload), as
+            # in a cluster, so every panel of the Grafana dashboard has data against the demo's Prometheus.
+            adapter_port = options.port or free_port()
+            prom.scrape_configs.append({
+                "job_name": ADAPTER_JOB, "honor_labels": True, "scrape_interval": interval,
+                "scrape_timeout": interval, "static_configs": [{"targets": [f"127.0.0.1:{adapter_port}"]}],
+            })  # fmt: skip
             if options.backfill and forecast is not None:
                 started = time.monotonic()
                 history = load_history(
@@ -332,14 +340,14 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                 f"({options.pods} pods x {options.gpus_per_pod} GPUs, "
                 f"deployment {options.namespace}/{options.deployment}, trace x{options.speed:g})"
             )
-            say(f"prometheus      {prom.url}  (scrapes every {interval}, honor_labels: true)")
+            say(f"prometheus      {prom.url}  (scrapes the fleet and the adapter every {interval}, honor_labels: true)")
             _wait_for_series(prom.url, options.namespace, timeout=30.0)
 
             logdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="llm-hpa-demo-")))
             catalog_path = logdir / "catalog.yaml"
             catalog_path.write_text(yaml.safe_dump(served_doc, sort_keys=False), encoding="utf-8")
             # The adapter's own clocks, compressed like everything else (defaults 10 s and 5 s).
-            adapter = AdapterProcess(prom.url, logdir, port=options.port or None, extra_args=[
+            adapter = AdapterProcess(prom.url, logdir, port=adapter_port, extra_args=[
                 "--config", str(catalog_path),
                 "--pod-cache-ttl", f"{10.0 / options.speed:g}",
                 "--forecast-tick", f"{5.0 / options.speed:g}"])  # fmt: skip

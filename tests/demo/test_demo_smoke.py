@@ -232,6 +232,41 @@ def test_demo_stops_every_child_on_sigterm() -> None:
         demo.kill()
 
 
+DASHBOARD = REPO / "dashboards" / "llm-hpa-adapter.json"
+DASHBOARD_VARS = {"$namespace": "llm-demo", "$workload": ".*", "$p99_slo": "0.8", "$__rate_interval": "5s"}
+
+
+def _query(prom: str, expr: str) -> list[dict[str, Any]]:
+    body = httpx.get(f"{prom}/api/v1/query", params={"query": expr}, timeout=10.0, trust_env=False).json()
+    assert body["status"] == "success", (expr, body)
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def _check_dashboard(prom: str) -> None:
+    """Every target of the "Is the HPA keeping up?" row has data, and every panel of the workload rows has some."""
+    dash = json.loads(DASHBOARD.read_text())
+    row = ""
+    for panel in dash["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+            continue
+        if row not in ("Is the HPA keeping up?", "Workload: what the HPA sees", "Forecast"):
+            continue
+        if row == "Forecast" and panel["title"] != "Load vs forecast vs boost":
+            continue  # scored errors need a full horizon of history; fit durations are adapter internals
+        found = {}
+        for target in panel["targets"]:
+            expr = target["expr"]
+            for name, value in DASHBOARD_VARS.items():
+                expr = expr.replace(name, value)
+            found[target["legendFormat"]] = bool(_query(prom, expr))
+        if row == "Is the HPA keeping up?":
+            assert all(found.values()), (panel["title"], found)
+        else:
+            assert any(found.values()), (panel["title"], found)
+
+
 def test_demo_autoscale_closes_the_loop_and_plots_it(tmp_path: Path) -> None:
     plot = tmp_path / "autoscale.png"
     demo = Demo("--autoscale", "--duration", "40", "--pods", "2", "--plot", str(plot))
@@ -249,12 +284,11 @@ def test_demo_autoscale_closes_the_loop_and_plots_it(tmp_path: Path) -> None:
             if match:
                 replicas.add(int(match.group(1)))
                 if len(replicas) == 2:
-                    # The HPA's kube-state-metrics series reach Prometheus while the loop runs.
-                    query = "kube_horizontalpodautoscaler_status_desired_replicas"
-                    body = httpx.get(f"{prom}/api/v1/query", params={"query": query}, timeout=10.0,
-                                     trust_env=False).json()  # fmt: skip
-                    (series,) = body["data"]["result"]
+                    # The HPA's kube-state-metrics series reach Prometheus while the loop runs ...
+                    (series,) = _query(prom, "kube_horizontalpodautoscaler_status_desired_replicas")
                     assert series["metric"]["horizontalpodautoscaler"] == "llama-3-8b"
+                    # ... and every panel of the dashboard's first rows has data in the demo's Prometheus.
+                    _check_dashboard(prom)
             if line.startswith("plot written: "):
                 break
         assert len(replicas) >= 2, f"replicas never changed: {demo.lines}"
