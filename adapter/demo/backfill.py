@@ -28,10 +28,9 @@ import tempfile
 from pathlib import Path
 
 from adapter.demo.exporter import VLLM_ENGINE, VLLM_FINISHED_REASONS
-from adapter.forecast.registry import AUTO, get_model
-from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS
 from adapter.settings import ForecastDef
 from adapter.sim.fleet import FleetSnapshot
+from adapter.sim.simulate import history_points
 from adapter.sim.trace import ScaledTrace
 
 PROMTOOL = "promtool"
@@ -40,14 +39,6 @@ _SLACK_STEPS = 3  # a few steps more than the lookback: the step grid and the fi
 
 class BackfillError(RuntimeError):
     """The history could not be written (promtool missing or failing); the message says why."""
-
-
-def history_points(forecast: ForecastDef) -> int:
-    """How many steps of history the adapter pulls for ``forecast`` (as ``ForecastService.points_needed``)."""
-    if forecast.model != AUTO:
-        return get_model(forecast.model).history_points(forecast.step_s, forecast.history_points)
-    lookback = max(get_model(n).history_points(forecast.step_s, forecast.history_points) for n in DEFAULT_CANDIDATES)
-    return lookback + DEFAULT_SELECT_ORIGINS + forecast.horizon_steps
 
 
 def history_span_s(forecast: ForecastDef) -> float:
