@@ -268,7 +268,11 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
     clean = False
     with _sigterm_as_exit(), contextlib.ExitStack() as stack:
         try:
-            trace = load_trace(options.trace_path or default_trace_path())
+            trace_path = options.trace_path or default_trace_path()
+            try:
+                trace = load_trace(trace_path)
+            except (OSError, ValueError) as exc:  # pandas' parser errors are ValueErrors
+                raise DemoError(f"cannot read the trace {trace_path}: {exc}") from None
             doc = catalog_document(None)
             forecast = parse_catalog(doc).forecast
             try:
@@ -276,7 +280,8 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             except SimulationError as exc:
                 raise DemoError(str(exc)) from None
             history_s = history_span_s(forecast) if forecast is not None else 0.0
-            sim_start = first_start_s(options.start_hour, history_s)
+            # Days are counted from the trace's first window (ServeGen's starts at 0, 00:00 of day 0).
+            sim_start = trace.start_s + first_start_s(options.start_hour, history_s)
             config = FleetConfig(
                 deployment=Deployment(name=options.deployment, namespace=options.namespace),
                 gpus_per_pod=options.gpus_per_pod,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from adapter.demo.run import (
     first_start_s,
     kubectl_command,
     metric_paths,
+    run_demo,
     status_line,
 )
 from adapter.demo.timeline import Sample, Timeline
@@ -127,3 +129,14 @@ def test_cli_demo_flags_for_the_closed_loop_the_plot_and_the_backfill() -> None:
     assert (args.autoscale, args.plot, args.backfill) == (True, Path("/tmp/x.png"), False)
     defaults = build_parser().parse_args(["demo"])
     assert (defaults.autoscale, defaults.plot, defaults.backfill, defaults.scrape_interval) == (False, None, True, None)
+
+
+def test_run_demo_refuses_a_bad_trace_and_a_speed_its_windows_cannot_follow(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    out = io.StringIO()
+    assert run_demo(DemoOptions(trace_path=bad), out=out) == 1
+    assert out.getvalue().startswith(f"demo failed: cannot read the trace {bad}")
+    out = io.StringIO()
+    assert run_demo(DemoOptions(speed=288.0), out=out) == 1
+    assert "under four scrapes of 0.5 s: lower --speed or --scrape-interval" in out.getvalue()
