@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# `make demo DEMO_ARGS=--autoscale` (or any `python -m adapter demo --help` flags).
 demo: sysdeps venv
-	$(BIN)/python -m adapter demo
+	$(BIN)/python -m adapter demo $(DEMO_ARGS)
 
 test: sysdeps venv
 	$(BIN)/python -m pytest -q

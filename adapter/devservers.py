@@ -126,6 +126,14 @@ class _ServerProcess:
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
+    def prepare(self) -> Path:
+        """Create the temporary directory and an empty data dir without launching anything (idempotent);
+        returns the data dir, so a caller can seed it (e.g. backfilled TSDB blocks) before ``start()``."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix=f"llm-hpa-{self._name}-"))
+            self.data_dir.mkdir()
+        return self.data_dir
+
     def start(self, timeout: float = 30.0) -> None:
         """Launch the server and return once it answers its readiness probe; a no-op if already running.
 
@@ -141,9 +149,7 @@ class _ServerProcess:
                 f"{self._binary!r} not found on PATH: install the Debian package {self._package!r} "
                 f"(e.g. `apt-get install {self._package}` or `make sysdeps`)"
             )
-        if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix=f"llm-hpa-{self._name}-"))
-            self.data_dir.mkdir()
+        self.prepare()
         # Only a port nobody has relied on yet may be swapped for another when the bind races.
         may_repick = self._requested_port is None and self._starts == 0
         attempts = _PORT_RACE_RETRIES if may_repick else 1

@@ -10,13 +10,14 @@ wait for a fit. Every doubt degrades the boost to exactly 1 with a reason (READM
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -80,6 +81,16 @@ class _Workload:
     failures: int = field(default=0)
 
 
+def _at_served_horizon(model: Any, spec: ForecastDef) -> Any:
+    """A model that tunes itself at a lead time (``horizon_s``, e.g. ``ses``) tunes at the one served,
+    ``horizon_steps x step``, not at its built-in 30 min: the same with the default catalog (6 x 5 min), and
+    still meaningful when the catalog's step is shorter (a compressed clock, a 1-minute step)."""
+    if (dataclasses.is_dataclass(model) and not isinstance(model, type)
+            and any(f.name == "horizon_s" for f in dataclasses.fields(model))):
+        return dataclasses.replace(model, horizon_s=spec.horizon_steps * spec.step_s)
+    return model
+
+
 def fit_history(values: np.ndarray, *, step_ts: float, spec: ForecastDef) -> ForecastState:
     """Fit the catalog's model to a history ending at ``step_ts`` and compute the boost (pure, CPU-bound)."""
     started = time.perf_counter()
@@ -92,7 +103,7 @@ def fit_history(values: np.ndarray, *, step_ts: float, spec: ForecastDef) -> For
             model_name = select_model(values, step_s=spec.step_s, start_ts=start_ts,
                                       horizon_steps=spec.horizon_steps,
                                       history_points=spec.history_points).name
-        model = get_model(model_name)
+        model = _at_served_horizon(get_model(model_name), spec)
         forecast = model.fit(values, step_s=spec.step_s, start_ts=start_ts).forecast(spec.horizon_steps)
     except ForecastError as exc:
         return ForecastState(step_ts, current, None, model_name, exc.reason, 1.0,

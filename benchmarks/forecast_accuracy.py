@@ -1,4 +1,4 @@
-"""Forecast accuracy of every model on the shared 14-day LLM trace, against persistence and seasonal-naive.
+"""Forecast accuracy of every model on the vendored 14-day ServeGen LLM trace, against persistence and seasonal-naive.
 
 The trace's native 10-minute step is kept; the first half is history only, the second half (days 7-13) is
 the test period; the horizon is 3 steps = 30 min (the time a new LLM pod needs, with margin); each fit sees
@@ -24,10 +24,9 @@ from adapter.cli.backtest import load_csv
 from adapter.forecast.backtest import run_backtest
 from adapter.forecast.metrics import mape, under_forecast_rate, wape
 from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
+from adapter.sim.trace import default_trace_path
 
-TRACE = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
-)
+TRACE = default_trace_path()
 HORIZON_STEPS = 3
 
 # Model variants worth a row besides each model's defaults: the margin of ``ses`` switched off / at the median.

@@ -1,6 +1,6 @@
 """What one forecast refit costs, per model, and how many workloads one core can refit per step.
 
-Histories are real load: the shared ServeGen trace (per-minute file, ``requests`` per minute turned into a
+Histories are real load: the vendored ServeGen trace (per-minute file, ``requests`` per minute turned into a
 rate) resampled to the adapter's default 5-minute step; each sample is a window ending at a random point,
 as long as the model asks for (``history_points(step, 120)``: 120 points = 10 h for level models, 3 days
 for ``fourier_ar``, one day for ``seasonal_naive``). One fit + ``forecast(6)`` (30 min) is timed per window,
@@ -26,10 +26,9 @@ from adapter.cli.backtest import load_csv
 from adapter.forecast.base import ForecastError
 from adapter.forecast.registry import DEFAULT_MODEL, MODELS, get_model
 from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS, select_model
+from adapter.sim.trace import default_trace_1min_path
 
-TRACE = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "servegen_language_m_mid_1min.csv"
-)
+TRACE = default_trace_1min_path()
 STEP_S = 300.0
 HORIZON = 6
 HISTORY = 120

@@ -1,4 +1,4 @@
-"""The HPA what-if report on the shared trace, and the long closed-loop run against the real server.
+"""The HPA what-if report on the vendored ServeGen trace, and the long closed-loop run against the real server.
 
 Two parts, each printing figures (nothing here is a timed test):
 

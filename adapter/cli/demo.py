@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--speed",
         type=float,
         default=None,
-        help="trace compression: simulated seconds per wall second (default 288: a day in 5 minutes)",
+        help="clock compression: simulated seconds per wall second, for the trace, the fleet, the HPA and "
+        "the adapter's windows (default 60: an hour a minute)",
     )
     p.add_argument(
         "--port", type=int, default=0, help="the adapter's port on 127.0.0.1 (default: a free one)"
@@ -33,7 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
-    p.add_argument("--scrape-interval", type=float, default=2.0, help="Prometheus scrape interval, 2-5 s")
+    p.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=None,
+        help="Prometheus scrape interval in wall seconds, 0.1-5 (default 0.5); every window of the catalog "
+        "must still hold 4 scrapes at --speed",
+    )
     p.add_argument("--namespace", default="llm-demo")
     p.add_argument("--deployment", default="llama-3-8b")
     p.add_argument("--capacity", type=float, default=10.0, help="requests/s one pod serves when saturated")
@@ -43,12 +50,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=1.0,
         help="trace peak as a multiple of the fleet's capacity (default 1.0)",
     )
-    p.add_argument("--start-hour", type=float, default=6.0, help="simulated time of day to start at")
+    p.add_argument(
+        "--start-hour",
+        type=float,
+        default=6.0,
+        help="simulated time of day to start at, on the first trace day with the forecaster's history before it",
+    )
     p.add_argument(
         "--trace",
         type=Path,
         default=None,
-        help="ServeGen trace CSV (default: shared/data/traces, else a synthetic day)",
+        help="ServeGen-layout trace CSV (default: the vendored ServeGen trace, package data)",
     )
     p.add_argument(
         "--exported-layout-node",
@@ -63,6 +75,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         action="store_true",
         help="run the HPA model against the adapter (the design's HPA) so replicas follow the load",
     )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="where to write the PNG of the run on exit (default: a timestamped file in the temp dir)",
+    )
+    p.add_argument(
+        "--no-backfill",
+        dest="backfill",
+        action="store_false",
+        help="start Prometheus empty (the forecast then waits for its history, hours of simulated time)",
+    )
     p.set_defaults(func=run)
 
 
@@ -76,7 +101,11 @@ def run(args: argparse.Namespace) -> int:
     # The demo polls Prometheus and the adapter; per-request INFO lines would bury its status output.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
 
-    extra = {} if args.speed is None else {"speed": args.speed}
+    extra: dict[str, float] = {}
+    if args.speed is not None:
+        extra["speed"] = args.speed
+    if args.scrape_interval is not None:
+        extra["scrape_interval_s"] = args.scrape_interval
     try:
         options = DemoOptions(
             pods=args.pods,
@@ -84,7 +113,6 @@ def run(args: argparse.Namespace) -> int:
             port=args.port,
             exporter_port=args.exporter_port,
             duration=args.duration,
-            scrape_interval_s=args.scrape_interval,
             namespace=args.namespace,
             deployment=args.deployment,
             capacity_rps=args.capacity,
@@ -94,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
             exported_layout_node=args.exported_layout_node,
             seed=args.seed,
             autoscale=args.autoscale,
+            plot_path=args.plot,
+            backfill=args.backfill,
             **extra,
         )
     except ValueError as exc:

@@ -4,7 +4,7 @@ Three pieces, from pure to threaded:
 
 * ``render_metrics(snapshot, ...)`` turns a ``FleetSnapshot`` into Prometheus text exposition shaped
   like the real exporters (metric names, label names and order, HELP/TYPE lines as in
-  shared/data/samples). Pure.
+  tests/data/samples). Pure.
 * ``FleetRunner`` owns a ``Fleet`` and advances it in wall time: the trace is played at the
   ``TraceClock``'s speed, while the fleet's physics (queues, model-load delay, counters) run in real
   seconds so that ``rate()`` over the scraped counters gives true requests/s. ``tick(wall)`` is the
@@ -45,7 +45,7 @@ DCGM_DRIVER_VERSION = "580.105.08"  # as in the shared dcgm-exporter samples
 DCGM_EXPORTER_NAMESPACE = "gpu-operator"  # where the GPU Operator runs dcgm-exporter
 DCGM_EXPORTER_CONTAINER = "nvidia-dcgm-exporter"
 VLLM_ENGINE = "0"
-# vLLM emits request_success_total for each of these reasons (shared/data/samples/vllm.prom); the model
+# vLLM emits request_success_total for each of these reasons (tests/data/samples/vllm.prom); the model
 # finishes every request with "stop", the others stay 0 but exist, as on a real server.
 VLLM_FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 KSM_POD_PHASES = ("Pending", "Succeeded", "Failed", "Unknown", "Running")
@@ -166,7 +166,7 @@ def _render_dcgm(snapshot: FleetSnapshot, exported_nodes: frozenset[str], out: l
         fb_used.add(labels, _int(gpu.fb_used_mib))
         power.add(labels, _fixed6(gpu.power_w))
         xid.add(labels, str(gpu.xid))
-    # Family order as in the real capture (shared/data/samples/dcgm_exporter_l4_full.prom).
+    # Family order as in the real capture (tests/data/samples/dcgm_exporter_l4_full.prom).
     for family in (power, util, copy, fb_free, fb_used, xid):
         family.write(out)
 
@@ -275,21 +275,58 @@ def _render_ksm(snapshot: FleetSnapshot, epoch: float, out: list[str]) -> None:
         family.write(out)
 
 
+@dataclass(frozen=True)
+class HpaStatus:
+    """The HorizontalPodAutoscaler of the demo's closed loop, as kube-state-metrics exports it."""
+
+    namespace: str
+    name: str
+    min_replicas: int
+    max_replicas: int
+    current_replicas: int
+    desired_replicas: int
+
+
+def _render_hpa(hpa: HpaStatus, out: list[str]) -> None:
+    # Names, HELP text and labels as kube-state-metrics v2 (docs/horizontalpodautoscaler-metrics.md).
+    ident = [("namespace", hpa.namespace), ("horizontalpodautoscaler", hpa.name)]
+    for name, help_text, value in (
+        ("kube_horizontalpodautoscaler_spec_max_replicas",
+         "[STABLE] Upper limit for the number of pods that can be set by the autoscaler; cannot be smaller "
+         "than MinReplicas.", hpa.max_replicas),
+        ("kube_horizontalpodautoscaler_spec_min_replicas",
+         "[STABLE] Lower limit for the number of pods that can be set by the autoscaler, default 1.",
+         hpa.min_replicas),
+        ("kube_horizontalpodautoscaler_status_current_replicas",
+         "[STABLE] Current number of replicas of pods managed by this autoscaler.", hpa.current_replicas),
+        ("kube_horizontalpodautoscaler_status_desired_replicas",
+         "[STABLE] Desired number of replicas of pods managed by this autoscaler.", hpa.desired_replicas),
+    ):  # fmt: skip
+        family = _Family(name, "gauge", help_text)
+        family.add(ident, str(value))
+        family.write(out)
+
+
 def _sanitize(label: str) -> str:
     """Kubernetes label key → Prometheus label name as kube-state-metrics does (invalid chars → ``_``)."""
     return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in label)
 
 
-def render_metrics(snapshot: FleetSnapshot, *, epoch: float = 0.0, exported_nodes: Iterable[str] = ()) -> str:
+def render_metrics(
+    snapshot: FleetSnapshot, *, epoch: float = 0.0, exported_nodes: Iterable[str] = (), hpa: HpaStatus | None = None
+) -> str:
     """Prometheus text exposition (format 0.0.4) for the whole fleet.
 
     ``epoch`` is the Unix time at fleet time 0 (used for ``kube_pod_deletion_timestamp``).
     GPUs on ``exported_nodes`` get the ``exported_pod``/``exported_namespace`` label layout.
+    ``hpa``, when an autoscaler drives the fleet, adds its kube-state-metrics series.
     """
     out: list[str] = []
     _render_dcgm(snapshot, frozenset(exported_nodes), out)
     _render_vllm(snapshot, out)
     _render_ksm(snapshot, epoch, out)
+    if hpa is not None:
+        _render_hpa(hpa, out)
     return "\n".join(out) + "\n"
 
 
@@ -346,6 +383,7 @@ class FleetRunner:
         self._rate = trace.rate_at(clock.sim_time(clock.wall_start))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._hpa: HpaStatus | None = None
         self.failures = 0
 
     def tick(self, wall: float) -> None:
@@ -363,6 +401,11 @@ class FleetRunner:
         with self._lock:
             self.fleet.set_replicas(n, self.fleet.now)
 
+    def set_hpa_status(self, hpa: HpaStatus | None) -> None:
+        """What the HPA driving the fleet last reported (None: no HPA, no series)."""
+        with self._lock:
+            self._hpa = hpa
+
     def snapshot(self) -> FleetSnapshot:
         """The fleet as of the last tick."""
         with self._lock:
@@ -373,7 +416,8 @@ class FleetRunner:
         with self._lock:
             snap = self.fleet.snapshot()
             epoch = self._epoch
-        return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes)
+            hpa = self._hpa
+        return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes, hpa=hpa)
 
     def status(self) -> RunnerStatus:
         """Summary for a one-line status display."""

@@ -2,17 +2,31 @@
 
 Everything runs on 127.0.0.1 and is torn down on exit (Ctrl-C, SIGTERM, ``--duration`` or an error):
 
-1. the fleet model (``adapter.sim``) driven by the real ServeGen trace, compressed by ``speed``;
+1. the fleet model (``adapter.sim``) driven by the real ServeGen trace (vendored package data);
 2. its /metrics exporter (dcgm-exporter, vLLM and kube-state-metrics shaped series);
-3. a throwaway Prometheus scraping it with ``honor_labels: true``;
-4. ``python -m adapter serve`` against that Prometheus, pods from kube-state-metrics series.
+3. a throwaway Prometheus scraping it with ``honor_labels: true``, whose data dir is first **backfilled** with
+   the fleet's load over the hours the forecaster reads (``adapter.demo.backfill``), so the forecast, the
+   boost and the boosted composite answer from the first minute instead of after 10 hours;
+4. ``python -m adapter serve`` against that Prometheus, pods from kube-state-metrics series, with the demo's
+   Deployment listed under ``forecast.workloads`` so it is forecast before anyone asks;
+5. with ``autoscale``, the HPA model (``adapter.sim.live.Autoscaler``: the design's HPA, reading
+   ``llm_composite_load_boosted`` over HTTP as the controller does) resizes the fleet.
 
-Then it prints ready-to-paste ``kubectl get --raw`` commands and a live status line.
+Time: like ``simulate --live``, everything runs on one compressed clock, ``speed`` simulated seconds per wall
+second (default 60: an hour a minute) -- the trace, the fleet's physics (model loading, queues), the HPA's
+15 s syncs and stabilization windows, and the adapter's own windows (the catalog's PromQL windows, forecast
+step, caches; ``adapter.sim.live.scaled_catalog``). A compressed clock shows the whole product in a minute,
+but the adapter then reads request rates per *wall* second: ``llm_load_forecast`` is ``speed`` times the
+simulated req/s the status line prints (the status line and the PNG divide it back).
+
+It prints ready-to-paste ``kubectl get --raw`` commands, a status line every few seconds, and on exit writes a
+PNG of what happened (load, replicas, composite and boost, P99 against the SLO).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import sys
 import tempfile
@@ -21,27 +35,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 from urllib.parse import quote
 
 import httpx
+import yaml
 
-from adapter.demo.exporter import FleetRunner, MetricsExporter, RunnerStatus
+from adapter.api.quantity import parse_quantity
+from adapter.demo.exporter import FleetRunner, HpaStatus, MetricsExporter, RunnerStatus
+from adapter.demo.timeline import Sample, Timeline
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
-from adapter.sim.trace import (
-    RateTrace,
-    ScaledTrace,
-    TraceClock,
-    default_trace_path,
-    format_sim_time,
-    load_trace,
-    synthetic_trace,
-)
+from adapter.sim.trace import ScaledTrace, TraceClock, default_trace_path, format_sim_time, load_trace
 
 API_PREFIX = "/apis/custom.metrics.k8s.io/v1beta2"
-POD_METRICS = ("llm_composite_load", "gpu_utilization_p90", "inference_queue_depth")
-OBJECT_METRIC = "llm_composite_load"
-DEFAULT_SPEED = 288.0  # a simulated day in 5 wall minutes
+POD_METRICS = ("llm_composite_load", "llm_composite_load_boosted", "gpu_utilization_p90", "inference_queue_depth")
+OBJECT_METRICS = ("llm_composite_load", "llm_load_forecast", "llm_load_boost", "llm_composite_load_boosted")
+DEFAULT_SPEED = 60.0  # a simulated hour per wall minute
+DEFAULT_SCRAPE_S = 0.5  # 4 scrapes in the 2-minute latency window at speed 60
+HPA_SYNC_S = 15.0  # the controller's --horizontal-pod-autoscaler-sync-period default (simulated seconds)
+SLO_P99_S = 0.8  # the P99 the plot compares against: the catalog composite's latency target
+SAMPLE_EVERY_S = 1.0  # wall seconds between timeline samples
+DEMO_JOB = "llm-demo-fleet"
+ADAPTER_JOB = "llm-hpa-adapter"
 
 
 class DemoError(RuntimeError):
@@ -58,16 +73,18 @@ class DemoOptions:
     port: int = 0  # the adapter's port; 0 picks a free one
     exporter_port: int = 0
     duration: float | None = None  # seconds; None runs until interrupted
-    scrape_interval_s: float = 2.0
+    scrape_interval_s: float = DEFAULT_SCRAPE_S
     namespace: str = "llm-demo"
     deployment: str = "llama-3-8b"
     capacity_rps: float = 10.0
     load: float = 1.0  # trace peak as a multiple of the fleet's capacity
-    start_hour: float = 6.0  # simulated time of day (day 0) at which the demo starts
-    trace_path: Path | None = None  # None: the shared ServeGen trace, or a synthetic one if absent
+    start_hour: float = 6.0  # simulated time of day at which the demo starts (on the first day with history)
+    trace_path: Path | None = None  # None: the vendored ServeGen trace
     exported_layout_node: str | None = None  # emit this node's DCGM series with exported_pod labels
     status_every_s: float = 5.0
     autoscale: bool = False  # run the HPA model against the adapter so replicas follow the load
+    plot_path: Path | None = None  # None: a timestamped PNG in the system's temporary directory
+    backfill: bool = True  # write the forecaster's history into Prometheus before it starts
     ready_timeout_s: float = 60.0
     seed: int = 0
 
@@ -76,18 +93,21 @@ class DemoOptions:
             raise ValueError("--pods must be at least 1")
         if not self.speed > 0:
             raise ValueError("--speed must be positive")
-        if not 2.0 <= self.scrape_interval_s <= 5.0:
-            raise ValueError("--scrape-interval must be between 2 and 5 seconds")
+        if not 0.1 <= self.scrape_interval_s <= 5.0:
+            raise ValueError("--scrape-interval must be between 0.1 and 5 seconds")
         if self.duration is not None and self.duration < 0:
             raise ValueError("--duration must not be negative")
+        if not 0 <= self.start_hour < 24:
+            raise ValueError("--start-hour must be in [0, 24)")
 
 
 def metric_paths(namespace: str, deployment: str) -> list[str]:
-    """API paths the demo suggests: discovery, pod metrics by ``app=<deployment>``, one Deployment metric."""
+    """API paths the demo suggests: discovery, Pods metrics by ``app=<deployment>``, then the Deployment's
+    Object metrics (the composite, the forecast, the boost and the boosted composite)."""
     selector = quote(f"app={deployment}", safe="")
     paths = [API_PREFIX]
     paths += [f"{API_PREFIX}/namespaces/{namespace}/pods/*/{m}?labelSelector={selector}" for m in POD_METRICS]
-    paths.append(f"{API_PREFIX}/namespaces/{namespace}/deployments.apps/{deployment}/{OBJECT_METRIC}")
+    paths += [f"{API_PREFIX}/namespaces/{namespace}/deployments.apps/{deployment}/{m}" for m in OBJECT_METRICS]
     return paths
 
 
@@ -96,28 +116,102 @@ def kubectl_command(server: str, path: str) -> str:
     return f"kubectl --server={server} get --raw '{path}'"
 
 
-def status_line(status: RunnerStatus) -> str:
-    """One line: simulated time, arrival rate (and whether it is held over a gap), replicas, queue, P99."""
+@dataclass(frozen=True)
+class AdapterView:
+    """What the adapter answered for the Deployment at one instant (NaN: no answer, e.g. a 404 reason)."""
+
+    composite: float = math.nan
+    boost: float = math.nan
+    boosted: float = math.nan
+    forecast_rps: float = math.nan  # simulated requests/s (the served value divided by the speed)
+    forecast_reason: str = ""  # why there is no forecast, from the adapter's 404 message
+
+
+def _fmt(value: float, spec: str = ".2f") -> str:
+    return "-" if math.isnan(value) else format(value, spec)
+
+
+def status_line(status: RunnerStatus, view: AdapterView | None = None) -> str:
+    """One line: simulated time, arrival rate (and whether it is held over a gap), replicas, queue, P99, and
+    (when given) the adapter's live composite next to the forecast, the boost and the boosted composite."""
     rate = f"{status.rate.rate:6.1f} req/s"
     if status.rate.held:
         rate += f" (held: {status.rate.status.value})"
-    return (
+    line = (
         f"[{format_sim_time(status.sim_time_s)}] arrivals {rate} | replicas {status.desired} "
         f"(ready {status.ready}, loading {status.loading}, terminating {status.terminating}) | "
         f"waiting {status.waiting:.0f} running {status.running:.0f} | worst P99 {status.worst_p99_s:.1f}s"
     )
+    if view is not None:
+        forecast = (
+            f"forecast {_fmt(view.forecast_rps, '.1f')} req/s"
+            if not math.isnan(view.forecast_rps)
+            else f"forecast - ({view.forecast_reason or 'no answer'})"
+        )
+        line += (
+            f" | composite {_fmt(view.composite)} x boost {_fmt(view.boost)} = boosted {_fmt(view.boosted)}"
+            f" | {forecast}"
+        )
+    return line
 
 
-def _load_trace(options: DemoOptions, out: TextIO) -> RateTrace:
-    path = options.trace_path or default_trace_path()
-    if path is None:
-        print("note: shared ServeGen trace not found; playing a synthetic diurnal trace", file=out)
-        return synthetic_trace()
-    return load_trace(path)
+def first_start_s(start_hour: float, history_s: float) -> float:
+    """Simulated start: ``start_hour`` on the first trace day with ``history_s`` of trace before it."""
+    day = max(0, math.ceil((history_s - start_hour * 3600.0) / 86400.0))
+    return day * 86400.0 + start_hour * 3600.0
+
+
+def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
+    """The embedded catalog on the demo's clock (``scaled_catalog``), forecasting the demo's Deployment from
+    the start (``forecast.workloads``) rather than from the first request."""
+    from adapter.sim.live import scaled_catalog
+
+    out = scaled_catalog(doc, options.speed, options.scrape_interval_s)
+    forecast = out.get("forecast")
+    if isinstance(forecast, dict):
+        workloads = list(forecast.get("workloads") or [])
+        workloads.append({"namespace": options.namespace, "deployment": options.deployment})
+        forecast["workloads"] = workloads
+    return out
+
+
+def read_object_metric(client: httpx.Client, namespace: str, deployment: str, metric: str) -> tuple[float, str]:
+    """One Object metric of the Deployment: (value, "") or (NaN, the adapter's message when it answered)."""
+    path = f"{API_PREFIX}/namespaces/{namespace}/deployments.apps/{deployment}/{metric}"
+    try:
+        response = client.get(path)
+        body = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return math.nan, f"unreachable: {exc}"
+    if response.status_code != 200:
+        return math.nan, str(body.get("message", response.status_code)) if isinstance(body, dict) else ""
+    try:
+        return float(parse_quantity(str(body["items"][0]["value"]))), ""
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        return math.nan, f"bad answer: {exc}"
+
+
+def read_view(client: httpx.Client, options: DemoOptions) -> AdapterView:
+    """The Deployment's composite, boost, boosted composite and forecast, as the adapter serves them now."""
+    values: dict[str, float] = {}
+    reason = ""
+    for metric in OBJECT_METRICS:
+        value, message = read_object_metric(client, options.namespace, options.deployment, metric)
+        values[metric] = value
+        if metric == "llm_load_forecast" and message:
+            # "no forecast: insufficient_history" -> the reason after the last colon.
+            reason = message.rsplit(":", 1)[-1].strip()
+    return AdapterView(
+        composite=values["llm_composite_load"],
+        boost=values["llm_load_boost"],
+        boosted=values["llm_composite_load_boosted"],
+        forecast_rps=values["llm_load_forecast"] / options.speed,
+        forecast_reason=reason,
+    )
 
 
 def _wait_for_series(prom_url: str, namespace: str, timeout: float) -> None:
-    """Wait until Prometheus holds the fleet's kube_pod_labels (the first scrape can take ~5 s)."""
+    """Wait until Prometheus holds the fleet's kube_pod_labels (the first scrape can take a moment)."""
     query = f'kube_pod_labels{{namespace="{namespace}"}}'
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=2.0, trust_env=False) as client:
@@ -128,7 +222,7 @@ def _wait_for_series(prom_url: str, namespace: str, timeout: float) -> None:
                     return
             except (httpx.HTTPError, ValueError):
                 pass
-            time.sleep(0.25)
+            time.sleep(0.1)
     raise DemoError(f"Prometheus at {prom_url} has not scraped the fleet after {timeout:g}s")
 
 
@@ -150,19 +244,44 @@ def _sigterm_as_exit() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+def default_plot_path() -> Path:
+    """Where the PNG goes unless ``--plot`` says otherwise: the temp dir, named by the local start time."""
+    return Path(tempfile.gettempdir()) / time.strftime("llm-hpa-demo-%Y%m%d-%H%M%S.png")
+
+
 def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
     """Run the demo until interrupted or ``options.duration`` elapses; 0 on a clean run, 1 on failure.
 
-    Every child (exporter threads, Prometheus, the adapter) is stopped before returning, also on error.
+    Every child (exporter threads, Prometheus, the adapter) is stopped before returning, also on error. The
+    PNG is written after a clean stop (duration or Ctrl-C) and its path printed.
     """
-    from adapter.devservers import AdapterProcess, DevServerError, scraping_prometheus
+    from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
+    from adapter.devservers import AdapterProcess, DevServerError, free_port, scraping_prometheus
+    from adapter.settings import parse_catalog
+    from adapter.sim.live import catalog_document
+    from adapter.sim.simulate import SimulationError
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
+    timeline = Timeline(slo_p99_s=SLO_P99_S, speed=options.speed, autoscale=options.autoscale)
+    clean = False
     with _sigterm_as_exit(), contextlib.ExitStack() as stack:
         try:
-            trace = _load_trace(options, out)
+            trace_path = options.trace_path or default_trace_path()
+            try:
+                trace = load_trace(trace_path)
+            except (OSError, ValueError) as exc:  # pandas' parser errors are ValueErrors
+                raise DemoError(f"cannot read the trace {trace_path}: {exc}") from None
+            doc = catalog_document(None)
+            forecast = parse_catalog(doc).forecast
+            try:
+                served_doc = demo_catalog(doc, options)
+            except SimulationError as exc:
+                raise DemoError(str(exc)) from None
+            history_s = history_span_s(forecast) if forecast is not None else 0.0
+            # Days are counted from the trace's first window (ServeGen's starts at 0, 00:00 of day 0).
+            sim_start = trace.start_s + first_start_s(options.start_hour, history_s)
             config = FleetConfig(
                 deployment=Deployment(name=options.deployment, namespace=options.namespace),
                 gpus_per_pod=options.gpus_per_pod,
@@ -174,35 +293,69 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                 substep_s=0.25,
                 seed=options.seed,
             )
-            fleet = Fleet(config, replicas=options.pods)
+            fleet = Fleet(config, replicas=options.pods, now=sim_start)
             scaled = ScaledTrace.for_fleet(
                 trace, replicas=options.pods, capacity_rps=options.capacity_rps, load=options.load
             )
-            clock = TraceClock(
-                wall_start=time.monotonic(), speed=options.speed, sim_start=options.start_hour * 3600.0
-            )
+            # One compressed clock for everything: sim = sim_start + (monotonic - wall0) * speed. It starts
+            # now, when the history ends, so history and live scrapes meet without a gap.
+            wall0, unix0 = time.monotonic(), time.time()
+            clock = TraceClock(wall_start=wall0, speed=options.speed, sim_start=sim_start)
+
+            def sim_now() -> float:
+                return clock.sim_time(time.monotonic())
+
+            # The runner's time base is the simulated clock: the trace and the physics both run at ``speed``.
             exported = [options.exported_layout_node] if options.exported_layout_node else []
-            runner = FleetRunner(fleet, scaled, clock, exported_nodes=exported)
-            runner.start()
+            runner = FleetRunner(
+                fleet, scaled, TraceClock(wall_start=sim_start, speed=1.0, sim_start=sim_start),
+                tick_s=0.1, exported_nodes=exported, monotonic=sim_now,
+            )  # fmt: skip
             stack.callback(runner.stop)
             exporter = MetricsExporter(runner, port=options.exporter_port)
             exporter.start()
             stack.callback(exporter.stop)
-
-            interval = f"{options.scrape_interval_s:g}s"
-            prom = scraping_prometheus(exporter.target, job="llm-demo-fleet", interval=interval)
+            interval = f"{max(1, round(options.scrape_interval_s * 1000))}ms"
+            prom = scraping_prometheus(exporter.target, job=DEMO_JOB, interval=interval)
             stack.callback(prom.close)
+            # Prometheus also scrapes the adapter's own /metrics (composite, boost, forecast per workload), as
+            # in a cluster, so every panel of the Grafana dashboard has data against the demo's Prometheus.
+            adapter_port = options.port or free_port()
+            prom.scrape_configs.append({
+                "job_name": ADAPTER_JOB, "honor_labels": True, "scrape_interval": interval,
+                "scrape_timeout": interval, "static_configs": [{"targets": [f"127.0.0.1:{adapter_port}"]}],
+            })  # fmt: skip
+            if options.backfill and forecast is not None:
+                started = time.monotonic()
+                history = load_history(
+                    fleet.snapshot(), scaled, sim_end=sim_start, span_s=history_s,
+                    interval_s=options.scrape_interval_s * options.speed, speed=options.speed,
+                    wall_end=unix0, capacity_rps=options.capacity_rps,
+                    target_labels=(("instance", exporter.target), ("job", DEMO_JOB)),
+                )  # fmt: skip
+                write_blocks(history, prom.prepare())
+                say(
+                    f"backfilled     {history_s / 3600:.1f} simulated hours of load "
+                    f"({history_s / options.speed:.0f} s on the demo clock) in {time.monotonic() - started:.1f}s"
+                )
+            runner.start()
             prom.start()
             say(
                 f"fleet exporter  {exporter.url}/metrics  "
                 f"({options.pods} pods x {options.gpus_per_pod} GPUs, "
                 f"deployment {options.namespace}/{options.deployment}, trace x{options.speed:g})"
             )
-            say(f"prometheus      {prom.url}  (scrapes every {interval}, honor_labels: true)")
+            say(f"prometheus      {prom.url}  (scrapes the fleet and the adapter every {interval}, honor_labels: true)")
             _wait_for_series(prom.url, options.namespace, timeout=30.0)
 
             logdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="llm-hpa-demo-")))
-            adapter = AdapterProcess(prom.url, logdir, port=options.port)
+            catalog_path = logdir / "catalog.yaml"
+            catalog_path.write_text(yaml.safe_dump(served_doc, sort_keys=False), encoding="utf-8")
+            # The adapter's own clocks, compressed like everything else (defaults 10 s and 5 s).
+            adapter = AdapterProcess(prom.url, logdir, port=adapter_port, extra_args=[
+                "--config", str(catalog_path),
+                "--pod-cache-ttl", f"{10.0 / options.speed:g}",
+                "--forecast-tick", f"{5.0 / options.speed:g}"])  # fmt: skip
             stack.callback(adapter.stop)
             adapter.start(options.ready_timeout_s)
             server = adapter.url
@@ -213,11 +366,10 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                 say("  " + kubectl_command(server, path))
             say()
             say(
-                "Ctrl-C stops everything."
-                if options.duration is None
-                else f"Running for {options.duration:g}s."
+                f"The demo runs on a x{options.speed:g} clock (the adapter's windows too): llm_load_forecast is in "
+                f"requests per wall second, x{options.speed:g} the simulated rate the status line shows."
             )
-
+            client = stack.enter_context(httpx.Client(base_url=server, timeout=5.0, trust_env=False))
             autoscaler = None
             if options.autoscale:
                 from adapter.sim.live import Autoscaler
@@ -228,29 +380,56 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                     deployment=options.deployment,
                     max_replicas=max(8, 4 * options.pods),
                 )
-                client = stack.enter_context(httpx.Client(base_url=server, timeout=5.0, trust_env=False))
                 autoscaler = Autoscaler(spec, runner, client, options.namespace, f"app={options.deployment}")
                 say(
-                    f"Autoscaling: the HPA model reads {spec.metrics[0].name} from the adapter every 15 s "
-                    f"(target 1, {spec.min_replicas}-{spec.max_replicas} replicas, the design's behavior)."
+                    f"Autoscaling: the HPA model reads {spec.metrics[0].name} from the adapter every "
+                    f"{HPA_SYNC_S:g} simulated s (target 1, {spec.min_replicas}-{spec.max_replicas} replicas, "
+                    "the design's behavior)."
                 )
+            say("Ctrl-C stops everything." if options.duration is None else f"Running for {options.duration:g}s.")
+
             deadline = None if options.duration is None else time.monotonic() + options.duration
-            next_status = time.monotonic()
-            next_sync = time.monotonic()
+            next_status = next_sample = time.monotonic()
+            next_sync = sim_now()
+            view = AdapterView()
             while deadline is None or time.monotonic() < deadline:
                 adapter.check_alive()
-                if autoscaler is not None and time.monotonic() >= next_sync:
-                    # The fleet's physics runs in wall seconds, so the controller's clock is the wall clock.
-                    autoscaler.sync(time.monotonic())
-                    next_sync += 15.0
+                if autoscaler is not None and sim_now() >= next_sync:
+                    record, _ = autoscaler.sync(next_sync)
+                    runner.set_hpa_status(HpaStatus(
+                        namespace=options.namespace, name=options.deployment,
+                        min_replicas=autoscaler.spec.min_replicas, max_replicas=autoscaler.spec.max_replicas,
+                        current_replicas=record.status_replicas, desired_replicas=record.desired,
+                    ))  # fmt: skip
+                    next_sync = max(next_sync + HPA_SYNC_S, sim_now())
+                if time.monotonic() >= next_sample:
+                    view = read_view(client, options)
+                    status = runner.status()
+                    timeline.add(Sample(
+                        sim_time_s=status.sim_time_s, arrivals_rps=status.rate.rate, desired=status.desired,
+                        ready=status.ready, worst_p99_s=status.worst_p99_s, composite=view.composite,
+                        boost=view.boost, boosted=view.boosted, forecast_rps=view.forecast_rps,
+                    ))  # fmt: skip
+                    next_sample += SAMPLE_EVERY_S
                 if time.monotonic() >= next_status:
-                    say(status_line(runner.status()))
+                    say(status_line(runner.status(), view))
                     next_status += options.status_every_s
-                time.sleep(0.1)
-            return 0
+                time.sleep(0.02)
+            clean = True
         except KeyboardInterrupt:
             say("\nstopping ...")
-            return 0
-        except (DemoError, DevServerError) as exc:
+            clean = True
+        except (DemoError, DevServerError, BackfillError) as exc:
             say(f"demo failed: {exc}")
             return 1
+    if clean and len(timeline.samples) < 2:
+        say("no plot: the demo stopped before it had two samples")
+    elif clean:
+        plot = options.plot_path or default_plot_path()
+        try:
+            timeline.write_png(plot)
+        except (OSError, ValueError) as exc:
+            say(f"could not write the plot: {exc}")
+            return 1
+        say(f"plot written: {plot}")
+    return 0

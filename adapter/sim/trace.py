@@ -1,6 +1,7 @@
 """The real LLM request-rate trace (ServeGen m-mid, 14 days) as a scaled, gap-aware rate source.
 
-``load_trace`` reads either shared CSV (10-minute native or 1-minute grid) into a ``RateTrace``;
+``load_trace`` reads either ServeGen CSV (10-minute native or 1-minute grid, vendored in ``adapter/data/traces``)
+into a ``RateTrace``;
 ``ScaledTrace`` answers "what is the arrival rate at simulated second t" with step interpolation, the
 trace rescaled so its peak matches a fleet's capacity; ``TraceClock`` maps wall time to simulated time
 with a compression factor. Everything here is pure apart from ``load_trace`` reading its file.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +20,9 @@ import numpy.typing as npt
 import pandas as pd
 
 TRACE_FILE_10MIN = "servegen_language_m_mid_10min.csv"
-# The shared data README calls windows below ~20 % of the median "suspect": they sit next to collection
-# gaps and hold only a few clients' traffic, so they would read as a false collapse of load.
+TRACE_FILE_1MIN = "servegen_language_m_mid_1min.csv"
+# The trace's README (adapter/data/traces) calls windows below ~20 % of the median "suspect": they sit next to
+# collection gaps and hold only a few clients' traffic, so they would read as a false collapse of load.
 DEFAULT_SUSPECT_FRACTION = 0.2
 
 
@@ -74,7 +77,7 @@ class RateTrace:
 
 
 def load_trace(path: str | Path, *, suspect_fraction: float = DEFAULT_SUSPECT_FRACTION) -> RateTrace:
-    """Read a shared ServeGen CSV into a ``RateTrace``.
+    """Read a ServeGen CSV into a ``RateTrace``.
 
     Accepts the 10-minute file (columns ``window_start_s, rate_rps, gap``) and the 1-minute file
     (``minute_index, requests, gap``; rate = requests / 60). Gap rows become NaN. Windows whose rate is
@@ -106,28 +109,19 @@ def load_trace(path: str | Path, *, suspect_fraction: float = DEFAULT_SUSPECT_FR
     return RateTrace(step_s=step, rates=rates, suspect=suspect, start_s=float(starts[0]))
 
 
-def default_trace_path(repo_root: Path | None = None) -> Path | None:
-    """Where the shared 10-minute trace lives, or None if it is not on this machine.
+def default_trace_path() -> Path:
+    """The vendored 10-minute ServeGen trace (package data ``adapter/data/traces``, Apache-2.0; see the
+    README beside it). It ships inside the package, so an installed ``llm-hpa-adapter demo`` finds it too."""
+    return Path(str(resources.files("adapter").joinpath("data", "traces", TRACE_FILE_10MIN)))
 
-    Looks in ``../shared/data/traces`` beside the repository (how the work tree and CI lay it out),
-    then ``data/traces`` inside the repository, then (for this package's own repository, ``repo_root``
-    None) the copy vendored in the package, ``adapter/data/traces``. Checked at call time, never at import.
-    """
-    root = repo_root if repo_root is not None else Path(__file__).resolve().parents[2]
-    candidates = [
-        root.parent / "shared" / "data" / "traces" / TRACE_FILE_10MIN,
-        root / "data" / "traces" / TRACE_FILE_10MIN,
-    ]
-    if repo_root is None:
-        candidates.append(Path(__file__).resolve().parents[1] / "data" / "traces" / TRACE_FILE_10MIN)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    return None
+
+def default_trace_1min_path() -> Path:
+    """The same trace on a per-minute grid (``servegen_language_m_mid_1min.csv``), also package data."""
+    return Path(str(resources.files("adapter").joinpath("data", "traces", TRACE_FILE_1MIN)))
 
 
 def synthetic_trace(*, days: int = 2, step_s: float = 600.0) -> RateTrace:
-    """A smooth diurnal stand-in (trough 40 % of peak at 04:00, peak at 16:00) for when the CSV is absent."""
+    """A smooth diurnal stand-in (trough 40 % of peak at 04:00, peak at 16:00), for tests and what-ifs."""
     t = np.arange(int(days * 86400 / step_s), dtype=np.float64) * step_s
     rates = 0.7 + 0.3 * np.cos(2.0 * np.pi * (t - 16 * 3600.0) / 86400.0)
     return RateTrace(step_s=step_s, rates=rates, suspect=np.zeros(rates.shape, dtype=np.bool_))

@@ -10,7 +10,6 @@ selector naming a Deployment that does not exist answers an empty list without r
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from typing import Any
@@ -146,7 +145,7 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
             assert r.json()["kind"] == "Status" and r.json()["code"] == code
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.binary("kubectl")
 def test_external_metrics_with_kubectl(prometheus: TestBackend, unique_ns: str, tmp_path) -> None:
     load(prometheus, unique_ns)
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")

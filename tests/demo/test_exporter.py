@@ -17,14 +17,14 @@ from prometheus_client.samples import Sample
 from adapter.demo.exporter import (
     DCGM_EXPORTER_NAMESPACE,
     FleetRunner,
+    HpaStatus,
     MetricsExporter,
     render_metrics,
 )
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig, FleetSnapshot, PodPhase
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "samples"
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared samples not present")
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"  # the vendored real captures
 
 DEP = Deployment(name="llama-3-8b", namespace="llm-demo")
 
@@ -76,7 +76,6 @@ def test_dcgm_series_one_per_gpu_with_pod_attribution(gpus_per_pod: int, pods: i
             assert s.labels["namespace"] == "" and s.value == 0
 
 
-@needs_samples
 def test_dcgm_labels_and_help_match_the_real_exporter() -> None:
     real = (SAMPLES / "dcgm_exporter.prom").read_text()
     real_held = next(s for s in samples(real)["DCGM_FI_DEV_GPU_UTIL"] if s.labels.get("pod"))
@@ -104,7 +103,6 @@ def test_dcgm_labels_and_help_match_the_real_exporter() -> None:
     }
 
 
-@needs_samples
 def test_vllm_series_match_the_real_server() -> None:
     real_text = (SAMPLES / "vllm.prom").read_text()
     real = samples(real_text)
@@ -284,3 +282,34 @@ def test_exporter_serves_metrics_over_http_while_the_runner_ticks() -> None:
 def test_render_is_deterministic_for_a_snapshot() -> None:
     snap: FleetSnapshot = busy_fleet().snapshot()
     assert render_metrics(snap) == render_metrics(snap)
+
+
+def test_hpa_series_only_while_an_hpa_drives_the_fleet() -> None:
+    snap = busy_fleet().snapshot()
+    assert "kube_horizontalpodautoscaler" not in render_metrics(snap)
+    hpa = HpaStatus(namespace="llm-demo", name="llama-3-8b", min_replicas=1, max_replicas=16,
+                    current_replicas=3, desired_replicas=5)  # fmt: skip
+    parsed = samples(render_metrics(snap, hpa=hpa))
+    expected = {
+        "kube_horizontalpodautoscaler_spec_min_replicas": 1,
+        "kube_horizontalpodautoscaler_spec_max_replicas": 16,
+        "kube_horizontalpodautoscaler_status_current_replicas": 3,
+        "kube_horizontalpodautoscaler_status_desired_replicas": 5,
+    }
+    for name, value in expected.items():
+        (sample,) = parsed[name]
+        # kube-state-metrics v2 labels (docs/horizontalpodautoscaler-metrics.md).
+        assert sample.labels == {"namespace": "llm-demo", "horizontalpodautoscaler": "llama-3-8b"}
+        assert sample.value == value
+    # The Deployment's own replica series the dashboard sets next to them are there as well.
+    assert parsed["kube_deployment_status_replicas"][0].value == len(snap.pods)
+
+
+def test_runner_renders_the_hpa_status_it_was_given() -> None:
+    fleet = busy_fleet()
+    trace = ScaledTrace(RateTrace(step_s=600.0, rates=np.ones(6), suspect=np.zeros(6, dtype=bool)), peak_rps=5.0)
+    runner = FleetRunner(fleet, trace, TraceClock(wall_start=0.0, speed=1.0), monotonic=lambda: 0.0)
+    runner.set_hpa_status(HpaStatus("llm-demo", "llama-3-8b", 1, 8, 3, 4))
+    assert "kube_horizontalpodautoscaler_status_desired_replicas" in runner.render()
+    runner.set_hpa_status(None)
+    assert "kube_horizontalpodautoscaler" not in runner.render()

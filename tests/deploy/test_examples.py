@@ -2,7 +2,7 @@
 
 The HPA's behavior must be exactly the design's (tests/support/hpa_design.py); the Deployment's preStop drain is a
 real program, run here against a small local stand-in for vLLM's /metrics that serves the real vLLM sample
-from ../shared/data/samples/vllm.prom with the request gauges set per poll.
+from tests/data/samples/vllm.prom (vendored) with the request gauges set per poll.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from adapter.hpa.spec import load_hpa
 from tests.support.hpa_design import DESIGN_HPA
 from tests.support.manifests import EXAMPLES, REPO, Obj, check_object, find, of_kind, render, selector_matches
 
-VLLM_SAMPLE = REPO.parent / "shared" / "data" / "samples" / "vllm.prom"
+VLLM_SAMPLE = REPO / "tests" / "data" / "samples" / "vllm.prom"
 
 
 @pytest.fixture(scope="module")

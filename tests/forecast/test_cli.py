@@ -1,4 +1,4 @@
-"""The ``backtest`` command: CSV sources (including the shared trace), Prometheus/VictoriaMetrics, errors."""
+"""The ``backtest`` command: CSV sources (including the vendored ServeGen trace), Prometheus/VictoriaMetrics, errors."""
 
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ import numpy as np
 import pytest
 
 from adapter.cli import backtest
+from adapter.sim.trace import default_trace_path
 from tests.forecast.synthetic import daily_cycle
 from tests.support.backends import Series, TestBackend
 
-TRACE = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
-)
+TRACE = default_trace_path()
 
 
 def _run(*argv: str) -> int:
@@ -188,7 +187,7 @@ def test_coarser_step_averages_rows(tmp_path: Path) -> None:
     assert pts["actual"][0] == pytest.approx((round(values[i], 3) + round(values[i + 1], 3)) / 2)
 
 
-def test_shared_trace(tmp_path: Path) -> None:
+def test_servegen_trace(tmp_path: Path) -> None:
     out = tmp_path / "trace.json"
     rc = _run(
         "--trace",

@@ -167,6 +167,7 @@ def substitute(expr: str, ns: str) -> str:
         .replace("$__rate_interval", "1m")
         .replace("$__range", "5m")
         .replace("$__interval", "15s")
+        .replace("$p99_slo", "0.8")
     )
 
 
@@ -211,7 +212,8 @@ def test_every_dashboard_expression_runs(scraped: Scraped) -> None:
 def test_dashboard_variables_find_the_fleet(scraped: Scraped) -> None:
     doc = json.loads(DASHBOARD.read_text())
     variables = {v["name"]: v for v in doc["templating"]["list"]}
-    assert set(variables) == {"datasource", "namespace", "workload"}
+    assert set(variables) == {"datasource", "namespace", "workload", "p99_slo"}
+    assert float(variables["p99_slo"]["query"]) == 0.8  # the catalog's latency target by default
     for name, want in (("namespace", scraped.ns), ("workload", "llama")):
         # Grafana runs label_values(<selector>, <label>) as /api/v1/label/<label>/values?match[]=<selector>
         m = re.fullmatch(r"label_values\((.+), (\w+)\)", variables[name]["query"]["query"])

@@ -1,6 +1,6 @@
 """Scripted GPU/vLLM fleets for integration tests, and their expected values computed independently.
 
-Series are shaped like the real captures in ../shared/data/samples/ (dcgm_exporter.prom: label names
+Series are shaped like the real captures in tests/data/samples/ (dcgm_exporter.prom: label names
 gpu, UUID, pci_bus_id, device, modelName, Hostname, container, namespace, pod; vllm.prom: engine,
 model_name and vLLM's real e2e latency bucket bounds). Expected values are computed from the generated
 numbers with numpy and a small histogram_quantile written here from the PromQL documentation, never by
@@ -18,7 +18,7 @@ import numpy as np
 
 from tests.support.backends import Series
 
-# vLLM V1 e2e_request_latency_seconds bucket bounds (shared/data/samples/vllm.prom).
+# vLLM V1 e2e_request_latency_seconds bucket bounds (tests/data/samples/vllm.prom).
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0, math.inf)
 STEP_S = 15.0

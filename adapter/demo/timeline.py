@@ -1,0 +1,86 @@
+"""What the demo saw, sample by sample, and the PNG it writes on exit.
+
+``Timeline`` collects one ``Sample`` per second of the demo: the trace's arrival rate, the fleet's replicas,
+the P99 the fleet served, and what the adapter answered for the Deployment (composite, boost, boosted
+composite, forecast). ``write_png`` draws it with matplotlib's Agg backend (no display needed). Values the
+adapter did not answer are NaN and leave a gap in the plot, never a made-up point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One instant of the demo. Rates are simulated requests/s; NaN where the adapter had no answer."""
+
+    sim_time_s: float
+    arrivals_rps: float
+    desired: int
+    ready: int
+    worst_p99_s: float
+    composite: float = math.nan
+    boost: float = math.nan
+    boosted: float = math.nan
+    forecast_rps: float = math.nan
+
+
+@dataclass
+class Timeline:
+    """Samples in time order, plus what the plot needs to label them."""
+
+    slo_p99_s: float
+    speed: float
+    autoscale: bool
+    samples: list[Sample] = field(default_factory=list)
+
+    def add(self, sample: Sample) -> None:
+        self.samples.append(sample)
+
+    def write_png(self, path: Path) -> Path:
+        """Draw load, replicas, composite/boost and P99 vs the SLO against simulated hours; returns ``path``.
+
+        Raises ``ValueError`` with fewer than two samples (nothing to draw a line through).
+        """
+        if len(self.samples) < 2:
+            raise ValueError("the demo stopped before it had two samples to plot")
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        s = self.samples
+        hours = [x.sim_time_s / 3600.0 for x in s]
+        fig, (ax_load, ax_rep, ax_comp, ax_p99) = plt.subplots(4, 1, figsize=(11, 10), sharex=True)
+        ax_load.plot(hours, [x.arrivals_rps for x in s], color="black", linewidth=1, label="arrivals (trace)")
+        ax_load.plot(hours, [x.forecast_rps for x in s], color="tab:orange", linewidth=1,
+                     label="llm_load_forecast (30 min peak)")  # fmt: skip
+        ax_load.set_ylabel("requests/s")
+        ax_load.legend(loc="upper left", fontsize=8)
+        ax_rep.plot(hours, [x.desired for x in s], drawstyle="steps-post", label="desired (Deployment spec)")
+        ax_rep.plot(hours, [x.ready for x in s], drawstyle="steps-post", linestyle="--", label="ready")
+        ax_rep.set_ylabel("replicas")
+        ax_rep.legend(loc="upper left", fontsize=8)
+        ax_comp.plot(hours, [x.composite for x in s], label="llm_composite_load")
+        ax_comp.plot(hours, [x.boosted for x in s], label="llm_composite_load_boosted")
+        ax_comp.plot(hours, [x.boost for x in s], linestyle=":", label="llm_load_boost")
+        ax_comp.axhline(1.0, color="grey", linewidth=0.8)
+        ax_comp.set_ylabel("Deployment value")
+        ax_comp.legend(loc="upper left", fontsize=8)
+        ax_p99.plot(hours, [x.worst_p99_s for x in s], color="tab:red", label="worst pod P99")
+        ax_p99.axhline(self.slo_p99_s, color="grey", linestyle="--", label=f"SLO {self.slo_p99_s:g} s")
+        ax_p99.set_ylabel("latency (s)")
+        ax_p99.set_xlabel("simulated hours (day 0 = 0 h)")
+        ax_p99.legend(loc="upper left", fontsize=8)
+        mode = "HPA closed loop (--autoscale)" if self.autoscale else "fixed replicas"
+        ax_load.set_title(f"llm-hpa-adapter demo: {mode}, trace x{self.speed:g}")
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fig.savefig(path, dpi=100)
+        finally:
+            plt.close(fig)
+        return path

@@ -1,0 +1,28 @@
+"""A model that tunes itself at a lead time tunes at the horizon the catalog serves (horizon_steps x step)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from adapter.settings import parse_catalog
+from adapter.sim.live import catalog_document
+from adapter.workloads import fit_history
+
+
+def test_ses_fits_on_a_short_step_because_it_tunes_at_the_served_horizon() -> None:
+    spec = parse_catalog(catalog_document(None)).forecast
+    assert spec is not None and spec.model == "ses"
+    rng = np.random.default_rng(0)
+    history = 100.0 + rng.normal(0.0, 5.0, spec.history_points)
+    default = fit_history(history, step_ts=1e9, spec=spec)
+    assert default.reason == "ok"
+    # The same 120 points on a 5 s step (a catalog on a compressed clock, 30 s ahead): with a fixed 30 min
+    # tuning lead the model would need 360 points and answer insufficient_history.
+    short = fit_history(history, step_ts=1e9, spec=replace(spec, step_s=5.0))
+    assert short.reason == "ok" and short.forecast is not None
+    assert short.forecast.shape == (spec.horizon_steps,)
+    # The default catalog's horizon is 30 min (6 x 5 min): the served horizon changes nothing there.
+    assert spec.horizon_steps * spec.step_s == 1800.0
+    np.testing.assert_array_equal(default.forecast, fit_history(history, step_ts=1e9, spec=spec).forecast)
