@@ -14,8 +14,8 @@ from adapter.demo.backfill import BackfillError, history_span_s, load_history, w
 from adapter.devservers import PrometheusProcess
 from adapter.settings import parse_catalog
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
-from adapter.sim.live import catalog_document
 from adapter.sim.forecasting import history_points
+from adapter.sim.live import catalog_document
 from adapter.sim.trace import RateTrace, ScaledTrace
 
 DEP = Deployment(name="llama-3-8b", namespace="llm-demo")
