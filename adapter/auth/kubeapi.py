@@ -117,17 +117,24 @@ class KubeAuthAPI:
         """(front-proxy config or None, client CAs) from the cluster's authentication ConfigMap."""
         ns, name = AUTH_CONFIGMAP
         cm = await self._call(self.config_pool, k8s.CoreV1Api(self.api_client).read_namespaced_config_map, name, ns)
-        data = cm.data or {}
-        client_cas = load_pem_certs(data.get("client-ca-file", "").encode())
-        rh_pem = data.get("requestheader-client-ca-file", "")
-        if not rh_pem.strip():
-            return None, client_cas
-        cfg = RequestHeaderConfig(
-            client_cas=load_pem_certs(rh_pem.encode()),
-            allowed_names=_strings(data.get("requestheader-allowed-names"), ()),
-            username_headers=_strings(data.get("requestheader-username-headers"), ("X-Remote-User",)),
-            uid_headers=_strings(data.get("requestheader-uid-headers"), ("X-Remote-Uid",)),
-            group_headers=_strings(data.get("requestheader-group-headers"), ("X-Remote-Group",)),
-            extra_prefixes=_strings(data.get("requestheader-extra-headers-prefix"), ("X-Remote-Extra-",)),
-        )
-        return cfg, client_cas
+        try:
+            return _parse_auth_configmap(cm.data or {})
+        except ValueError as exc:   # bad PEM or a list value that is not JSON: keep what we have, say why
+            raise UpstreamError(f"{ns}/{name} is unreadable: {exc}") from None
+
+
+def _parse_auth_configmap(data: dict[str, str]) -> tuple[RequestHeaderConfig | None, list[Any]]:
+    """The ConfigMap's data as kube-apiserver publishes it; ValueError for bad PEM or bad list values."""
+    client_cas = load_pem_certs(data.get("client-ca-file", "").encode())
+    rh_pem = data.get("requestheader-client-ca-file", "")
+    if not rh_pem.strip():
+        return None, client_cas
+    cfg = RequestHeaderConfig(
+        client_cas=load_pem_certs(rh_pem.encode()),
+        allowed_names=_strings(data.get("requestheader-allowed-names"), ()),
+        username_headers=_strings(data.get("requestheader-username-headers"), ("X-Remote-User",)),
+        uid_headers=_strings(data.get("requestheader-uid-headers"), ("X-Remote-Uid",)),
+        group_headers=_strings(data.get("requestheader-group-headers"), ("X-Remote-Group",)),
+        extra_prefixes=_strings(data.get("requestheader-extra-headers-prefix"), ("X-Remote-Extra-",)),
+    )
+    return cfg, client_cas
