@@ -18,6 +18,9 @@ without a guard five clients sending 250 MB header blocks held 1.4 GB before any
   ``http.Server.ReadHeaderTimeout``, which kube-apiserver sets to 32 s
   (kubernetes/apiserver ``pkg/server/secure_serving.go``). Idle keep-alive connections are closed by uvicorn's
   ``timeout_keep_alive`` as before.
+* a **body bound** (``max_body_bytes``): a declared ``Content-Length`` over it, or a body that grows past it,
+  gets ``413`` and the connection is dropped. Only ``POST /explain`` reads a body (one HPA manifest), and it
+  read it whole into memory.
 * a **connection cap** (``max_connections``): a connection made while that many are open is answered ``503``
   and closed at once, so a flood of slow connections cannot grow memory without bound.
 
@@ -56,12 +59,15 @@ class ServingLimits:
       (about 160 KiB with parser state), is about 160 MB: well inside the Deployment's 1 GiB memory limit
       on top of the adapter's ~100 MB.
     * ``header_timeout_s``: kube-apiserver's ReadHeaderTimeout (32 s).
+    * ``max_body_bytes``: kube-apiserver's limit on request bodies, 3 MiB (kubernetes/apiserver
+      ``pkg/server/config.go``, ``MaxRequestBodyBytes``); an HPA manifest is a few KiB.
     """
 
     max_head_bytes: int = MAX_HEADER_BYTES + MAX_TARGET_BYTES + 1024
     max_headers: int = 500
     max_connections: int = 1000
     header_timeout_s: float = 32.0
+    max_body_bytes: int = 3 * 1024 * 1024
 
 
 DEFAULT_LIMITS = ServingLimits()
@@ -82,6 +88,7 @@ class ServingProtocol(HttpToolsProtocol):
         self._in_head = True          # the bytes arriving now belong to a request head
         self._head_bytes = 0
         self._header_count = 0
+        self._body_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
         self._refused = False         # answered 4xx/503 by the protocol itself: read nothing more
 
@@ -134,16 +141,30 @@ class ServingProtocol(HttpToolsProtocol):
             return  # refused while parsing this head: no request to start
         self._in_head = False
         self._cancel_head_timer()
+        declared = next((v for k, v in self.headers if k == b"content-length"), b"0")
+        if not declared.isdigit() or int(declared) > self.limits.max_body_bytes:
+            self._refuse(413, b"Content Too Large", b"request body too large\n")
+            return
         super().on_headers_complete()
 
+    def on_body(self, body: bytes) -> None:
+        if self._refused:
+            return
+        self._body_bytes += len(body)
+        if self._body_bytes > self.limits.max_body_bytes:   # chunked: no length declared up front
+            self._refuse(413, b"Content Too Large", b"request body too large\n")
+            return
+        super().on_body(body)
+
     def on_message_complete(self) -> None:
-        if self._in_head:
+        if self._in_head or self._refused:
             return  # this head was refused (connection closing): no request was started
         super().on_message_complete()
         # The next bytes are the next request's head (keep-alive or pipelining): count and time it afresh.
         self._in_head = True
         self._head_bytes = 0
         self._header_count = 0
+        self._body_bytes = 0
 
     # ------------------------------------------------------------------ helpers
 

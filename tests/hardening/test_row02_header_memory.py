@@ -100,3 +100,24 @@ def test_thousands_of_tiny_headers_are_refused(secure_adapter, pki) -> None:
     finally:
         sock.close()
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+
+
+def test_request_bodies_are_bounded_too(secure_adapter, pki) -> None:
+    """``POST /explain`` read its body whole: a declared or streamed body past 3 MiB is refused with 413."""
+    adapter = secure_adapter("--no-kubernetes-auth")
+    for head in (b"Content-Length: 4194304\r\n", b"Transfer-Encoding: chunked\r\n"):
+        sock = adapter.tls_socket(pki.admin)
+        try:
+            sock.sendall(b"POST /explain?namespace=x&metric=llm_composite_load&selector=a%3Db HTTP/1.1\r\n"
+                         b"Host: localhost\r\n" + head + b"\r\n")
+            if b"chunked" in head:
+                try:
+                    for _ in range(8):
+                        sock.sendall(b"100000\r\n" + b"a" * 0x100000 + b"\r\n")   # 1 MiB chunks
+                except OSError:
+                    pass
+            answer = sock.recv(4096)
+        finally:
+            sock.close()
+        assert answer.startswith(b"HTTP/1.1 413 "), (head, answer[:100])
+    assert adapter.get("/apis/custom.metrics.k8s.io/v1beta2", cert=pki.admin).status_code == 200
