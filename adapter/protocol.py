@@ -192,6 +192,8 @@ class ServingProtocol(HttpToolsProtocol):
         if self._refused:
             return
         self._refused = True
-        self.transport.write(_plain_response(code, phrase, message))
+        answering = self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete
+        if not answering:   # never write into the middle of an answer already on its way
+            self.transport.write(_plain_response(code, phrase, message))
         self.transport.pause_reading()
         self.loop.call_later(_ABORT_AFTER_S, self.transport.abort)

@@ -121,3 +121,23 @@ def test_request_bodies_are_bounded_too(secure_adapter, pki) -> None:
             sock.close()
         assert answer.startswith(b"HTTP/1.1 413 "), (head, answer[:100])
     assert adapter.get("/apis/custom.metrics.k8s.io/v1beta2", cert=pki.admin).status_code == 200
+
+
+def test_an_oversized_head_after_a_keep_alive_request_is_refused(secure_adapter, pki) -> None:
+    """The bound applies to every request on a connection, and the 431 is written after the first answer."""
+    adapter = secure_adapter("--no-kubernetes-auth")
+    sock = adapter.tls_socket(pki.admin)
+    try:
+        sock.sendall(b"GET /livez HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        first = b""
+        while not first.endswith(b"ok"):
+            first += sock.recv(4096)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        try:
+            sock.sendall(b"GET /livez HTTP/1.1\r\nHost: localhost\r\nX-Fill: " + b"a" * (200 * 1024) + b"\r\n\r\n")
+        except OSError:
+            pass
+        second = sock.recv(4096)
+    finally:
+        sock.close()
+    assert second.startswith(b"HTTP/1.1 431 "), second[:100]
