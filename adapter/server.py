@@ -1,11 +1,14 @@
 """Build the uvicorn server for the app: HTTPS with the security stack, or explicit plain HTTP.
 
 Both speak HTTP/1.1 through ``ServingProtocol`` (adapter/protocol.py): bounded request heads, a head read
-timeout and a connection cap, in front of the app, before any byte is buffered without limit.
+timeout and a connection cap, in front of the app, before any byte is buffered without limit. The TLS
+handshake, which happens before the protocol sees the connection, is bounded by the same timeout through
+the event loop (``_HandshakeTimeout``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import time
 from collections.abc import Callable
@@ -17,6 +20,36 @@ from adapter.app import create_app
 from adapter.auth.setup import Security
 from adapter.protocol import DEFAULT_LIMITS, ServingLimits, ServingProtocol
 from adapter.settings import Settings
+
+
+class _HandshakeTimeout:
+    """Event-loop mixin: servers with TLS get ``ssl_handshake_timeout`` (uvicorn passes none, so the loop's
+    60 s default applied). A TLS connection reaches ``ServingProtocol`` only after its handshake, so this is
+    what bounds a client that connects and never finishes (or never starts) the handshake."""
+
+    handshake_timeout_s: float = 60.0
+
+    async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.Server:
+        if kwargs.get("ssl") is not None:
+            kwargs.setdefault("ssl_handshake_timeout", self.handshake_timeout_s)
+        server: asyncio.Server = await super().create_server(*args, **kwargs)  # type: ignore[misc]
+        return server
+
+
+def _loop_factory(timeout_s: float) -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop when installed (what uvicorn's "auto" picks), else asyncio's selector loop, with the mixin."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvicorn[standard] brings uvloop
+        class SelectorLoop(_HandshakeTimeout, asyncio.SelectorEventLoop):
+            handshake_timeout_s = timeout_s
+
+        return SelectorLoop
+
+    class UVLoop(_HandshakeTimeout, uvloop.Loop):  # type: ignore[misc]  # uvloop stubs vs AbstractEventLoop
+        handshake_timeout_s = timeout_s
+
+    return UVLoop
 
 
 class ServingConfig(uvicorn.Config):
@@ -33,6 +66,10 @@ class ServingConfig(uvicorn.Config):
         super().load()
         if self._ssl_context is not None:
             self.ssl = self._ssl_context
+
+    def get_loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop] | None:
+        """uvicorn's extension point for the event loop: ours bounds TLS handshakes by the head timeout."""
+        return _loop_factory(self.serving_limits.header_timeout_s)
 
 
 def make_server(settings: Settings, *, host: str, port: int, security: Security | None,

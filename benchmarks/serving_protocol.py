@@ -154,8 +154,8 @@ def main() -> int:
     ap.add_argument("--idle", type=int, default=500, help="TCP connections that never start TLS (0: skip)")
     args = ap.parse_args()
     if args.idle:
-        # Not limited by the guards: asyncio/uvloop hand a TLS connection to the protocol only after the handshake,
-        # which the event loop bounds by its own 60 s ssl_handshake_timeout. What does one cost meanwhile?
+        # Not counted by the connection cap: asyncio/uvloop hand a TLS connection to the protocol only after the
+        # handshake, which is bounded in time only (ssl_handshake_timeout). What does one cost meanwhile?
         from adapter.certs import write_bundle
 
         certs = tempfile.mkdtemp(prefix="bench-certs-")

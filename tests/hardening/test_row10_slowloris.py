@@ -8,6 +8,7 @@ and afterwards a normal request is served.
 
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 import time
@@ -94,3 +95,11 @@ def test_keep_alive_requests_each_get_a_fresh_head_budget(secure_adapter, pki) -
             r = client.get(adapter.url + "/apis/custom.metrics.k8s.io/v1beta2", headers={"X-Fill": "a" * 30_000})
             assert r.status_code == 200
             time.sleep(HEAD_TIMEOUT_S / 2)
+
+
+def test_a_connection_that_never_starts_tls_is_closed(secure_adapter) -> None:
+    """Before the handshake the protocol does not see the connection: the event loop's handshake timeout (60 s
+    by default, uvicorn passes none) is bounded by --request-header-timeout too."""
+    adapter: SecureAdapter = secure_adapter("--no-kubernetes-auth", "--request-header-timeout", str(HEAD_TIMEOUT_S))
+    with socket.create_connection(("127.0.0.1", adapter.port), timeout=30) as raw:
+        assert raw.recv(4096) == b""   # closed by the server, well before this socket's own 30 s timeout
