@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lim.add_argument("--max-connections", type=int, default=DEFAULT_LIMITS.max_connections,
                      help="open connections at most; one more is answered 503 and closed (default %(default)s)")
     lim.add_argument("--request-header-timeout", type=float, default=DEFAULT_LIMITS.header_timeout_s,
-                     help="seconds a request head may take to arrive; then 408 and close "
+                     help="seconds a TLS handshake, then each request head, may take; then 408 and close "
                           "(default %(default)g, kube-apiserver's ReadHeaderTimeout)")
     lim.add_argument("--authentication-configmap-refresh", type=float, default=60.0,
                      help="seconds between re-reads of kube-system/extension-apiserver-authentication "
