@@ -52,13 +52,13 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.loop = asyncio.get_running_loop()  # lets tests and diagnostics inspect the loop's tasks
         if security is not None:
-            security.reloader.start()
+            security.start()
         try:
             async with _components(app):
                 yield
         finally:
             if security is not None:
-                await security.reloader.close()
+                await security.close()
 
     @contextlib.asynccontextmanager
     async def _components(app: FastAPI) -> AsyncIterator[None]:

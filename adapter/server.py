@@ -1,7 +1,15 @@
-"""Build the uvicorn server for the app: HTTPS with the security stack, or explicit plain HTTP."""
+"""Build the uvicorn server for the app: HTTPS with the security stack, or explicit plain HTTP.
+
+Both speak HTTP/1.1 through ``ServingProtocol`` (adapter/protocol.py): bounded request heads, a head read
+timeout and a connection cap, in front of the app, before any byte is buffered without limit. The TLS
+handshake, which happens before the protocol sees the connection, is bounded by the same timeout through
+the event loop (``_HandshakeTimeout``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -10,18 +18,65 @@ import uvicorn
 
 from adapter.app import create_app
 from adapter.auth.setup import Security
-from adapter.auth.tls import TLSConfig
+from adapter.protocol import DEFAULT_LIMITS, ServingLimits, ServingProtocol
 from adapter.settings import Settings
 
 
+class _HandshakeTimeout:
+    """Event-loop mixin: servers with TLS get ``ssl_handshake_timeout`` (uvicorn passes none, so the loop's
+    60 s default applied). A TLS connection reaches ``ServingProtocol`` only after its handshake, so this is
+    what bounds a client that connects and never finishes (or never starts) the handshake."""
+
+    handshake_timeout_s: float = 60.0
+
+    async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.Server:
+        if kwargs.get("ssl") is not None:
+            kwargs.setdefault("ssl_handshake_timeout", self.handshake_timeout_s)
+        server: asyncio.Server = await super().create_server(*args, **kwargs)  # type: ignore[misc]
+        return server
+
+
+def _loop_factory(timeout_s: float) -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop when installed (what uvicorn's "auto" picks), else asyncio's selector loop, with the mixin."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvicorn[standard] brings uvloop
+        class SelectorLoop(_HandshakeTimeout, asyncio.SelectorEventLoop):
+            handshake_timeout_s = timeout_s
+
+        return SelectorLoop
+
+    class UVLoop(_HandshakeTimeout, uvloop.Loop):  # type: ignore[misc]  # uvloop stubs vs AbstractEventLoop
+        handshake_timeout_s = timeout_s
+
+    return UVLoop
+
+
+class ServingConfig(uvicorn.Config):
+    """uvicorn.Config that serves with ``ServingProtocol`` and its limits, and with our own (reloadable)
+    SSLContext when one is given (uvicorn would otherwise build a fresh context from file names)."""
+
+    def __init__(self, app: Any, *, limits: ServingLimits, ssl_context: ssl.SSLContext | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(app, http=ServingProtocol, **kwargs)
+        self.serving_limits = limits
+        self._ssl_context = ssl_context
+
+    def load(self) -> None:
+        super().load()
+        if self._ssl_context is not None:
+            self.ssl = self._ssl_context
+
+    def get_loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop] | None:
+        """uvicorn's extension point for the event loop: ours bounds TLS handshakes by the head timeout."""
+        return _loop_factory(self.serving_limits.header_timeout_s)
+
+
 def make_server(settings: Settings, *, host: str, port: int, security: Security | None,
-                clock: Callable[[], float] = time.time, log_level: str = "info", **app_kwargs: Any) -> uvicorn.Server:
+                clock: Callable[[], float] = time.time, log_level: str = "info",
+                limits: ServingLimits = DEFAULT_LIMITS, **app_kwargs: Any) -> uvicorn.Server:
     """``security=None`` means plain HTTP without authentication (``--insecure-plain-http``)."""
     app = create_app(settings, clock=clock, security=security, **app_kwargs)
-    common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "access_log": False,
-                              "lifespan": "on"}
-    if security is not None:
-        config: uvicorn.Config = TLSConfig(app, security.ssl_context, **common)
-    else:
-        config = uvicorn.Config(app, **common)
+    config = ServingConfig(app, limits=limits, ssl_context=security.ssl_context if security else None,
+                           host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
     return uvicorn.Server(config)

@@ -12,6 +12,7 @@ vouch for ``X-Remote-*`` headers, and the CA files' current content decides (the
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import time
@@ -22,6 +23,7 @@ from urllib.parse import unquote
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from adapter.auth.single import shared_call
 from adapter.auth.user import UserInfo
 
 # (token) -> user or None; the Kubernetes-backed implementation lives in kubeapi.py.
@@ -90,6 +92,7 @@ class Authenticator:
     token_reviewer: TokenReviewer | None = None
     token_ttl_s: float = 10.0
     _token_cache: dict[str, tuple[float, UserInfo | None]] = field(default_factory=dict)
+    _token_in_flight: dict[str, asyncio.Future[UserInfo | None]] = field(default_factory=dict)
 
     async def authenticate(self, headers: Sequence[tuple[bytes, bytes]], peer_der: bytes | None) -> UserInfo | None:
         cert = x509.load_der_x509_certificate(peer_der) if peer_der else None
@@ -140,14 +143,20 @@ class Authenticator:
         return None
 
     async def _review(self, token: str) -> UserInfo | None:
+        """Cached 10 s whether accepted or rejected, and one review per token at a time: concurrent requests
+        with the same token share the review in flight (apiserver ``cached_token_authenticator.go`` caches
+        both outcomes and deduplicates with singleflight). A failed review (UpstreamError) is not cached."""
         assert self.token_reviewer is not None
         key = hashlib.sha256(token.encode()).hexdigest()  # never keep raw tokens in memory longer than needed
         hit = self._token_cache.get(key)
-        now = time.monotonic()
-        if hit is not None and hit[0] > now:
+        if hit is not None and hit[0] > time.monotonic():
             return hit[1]
+        return await shared_call(self._token_in_flight, key, lambda: self._review_and_cache(key, token))
+
+    async def _review_and_cache(self, key: str, token: str) -> UserInfo | None:
+        assert self.token_reviewer is not None
         user = await self.token_reviewer(token)
         if len(self._token_cache) > 10_000:
             self._token_cache.clear()
-        self._token_cache[key] = (now + self.token_ttl_s, user)
+        self._token_cache[key] = (time.monotonic() + self.token_ttl_s, user)
         return user

@@ -2,16 +2,19 @@
 
 ``/healthz``, ``/readyz`` and ``/livez`` are always allowed, ``system:masters`` is allowed without a review
 (apiserver ``pkg/server/options/authorization.go``); every other decision comes from a SubjectAccessReview
-built by ``kubeapi.py``, cached 10 s when allowed and 10 s when denied.
+built by ``kubeapi.py``, cached 10 s when allowed and 10 s when denied; identical reviews in flight at the
+same time are made once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from adapter.auth.single import shared_call
 from adapter.auth.user import MASTERS, Attributes
 from adapter.errors import AdapterError
 
@@ -63,6 +66,7 @@ class Authorizer:
     allowed_ttl_s: float = 10.0
     denied_ttl_s: float = 10.0
     _cache: dict[str, tuple[float, bool, str]] = field(default_factory=dict)
+    _in_flight: dict[str, asyncio.Future[tuple[bool, str]]] = field(default_factory=dict)
     reviews_sent: int = 0
 
     async def authorize(self, attrs: Attributes) -> tuple[bool, str]:
@@ -74,13 +78,17 @@ class Authorizer:
         if self.reviewer is None:
             return False, "no authorizer configured"
         key = json.dumps(asdict(attrs), sort_keys=True, default=list)
-        now = time.monotonic()
         hit = self._cache.get(key)
-        if hit is not None and hit[0] > now:
+        if hit is not None and hit[0] > time.monotonic():
             return hit[1], hit[2]
+        return await shared_call(self._in_flight, key, lambda: self._review_and_cache(key, attrs))
+
+    async def _review_and_cache(self, key: str, attrs: Attributes) -> tuple[bool, str]:
+        assert self.reviewer is not None
         self.reviews_sent += 1
         allowed, reason = await self.reviewer(attrs)
         if len(self._cache) > 10_000:
             self._cache.clear()
-        self._cache[key] = (now + (self.allowed_ttl_s if allowed else self.denied_ttl_s), allowed, reason)
+        ttl = self.allowed_ttl_s if allowed else self.denied_ttl_s
+        self._cache[key] = (time.monotonic() + ttl, allowed, reason)
         return allowed, reason

@@ -1,7 +1,8 @@
 """ASGI middleware: authenticate, then authorize, every request before the app sees it.
 
-Health paths skip both (kubelet probes carry no credentials). No credentials or invalid ones → 401,
-a denial → 403 with upstream's message, a review that cannot be made → 503.
+Health paths skip both (kubelet probes carry no credentials). ``/explain`` needs two decisions: the
+non-resource path, and reading the namespace's metric it shows (``user.explain_attributes``). No
+credentials or invalid ones → 401, a denial → 403 with upstream's message, a review that cannot be made → 503.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from adapter.api.wire import go_json, status
 from adapter.auth.authn import AuthenticationError, Authenticator
 from adapter.auth.authz import Authorizer, forbidden
-from adapter.auth.user import request_attributes
+from adapter.auth.user import EXPLAIN_PATH, explain_attributes, request_attributes
 from adapter.errors import AdapterError, UpstreamError
 
 log = logging.getLogger(__name__)
@@ -52,15 +53,21 @@ class AuthMiddleware:
         if user is None:
             await _reply(send, Unauthorized("Unauthorized"))
             return
-        attrs = request_attributes(user, scope["method"], path, scope.get("query_string", b""))
-        try:
-            allowed, reason = await self.authorizer.authorize(attrs)
-        except UpstreamError as exc:
-            await _reply(send, UpstreamError(f"authorization review failed: {exc.message}"))
-            return
-        if not allowed:
-            await _reply(send, forbidden(attrs, reason))
-            return
+        query: bytes = scope.get("query_string", b"")
+        checks = [request_attributes(user, scope["method"], path, query)]
+        if path == EXPLAIN_PATH:
+            explained = explain_attributes(user, query)
+            if explained is not None:
+                checks.append(explained)  # and the namespace's data it shows (user.explain_attributes)
+        for attrs in checks:
+            try:
+                allowed, reason = await self.authorizer.authorize(attrs)
+            except UpstreamError as exc:
+                await _reply(send, UpstreamError(f"authorization review failed: {exc.message}"))
+                return
+            if not allowed:
+                await _reply(send, forbidden(attrs, reason))
+                return
         scope.setdefault("extensions", {})["user"] = user
         await self.app(scope, receive, send)
 

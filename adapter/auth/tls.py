@@ -1,24 +1,22 @@
-"""HTTPS serving: the SSL context, certificate rotation without restart, and the peer certificate in scope.
+"""HTTPS serving: the SSL context and certificate rotation without restart.
 
-uvicorn verifies client certificates but does not hand them to the app (no ASGI ``tls`` extension), so a
-small subclass of its httptools protocol puts the verified leaf (DER) into ``scope["extensions"]["tls"]``
-(test-infrastructure.md). Rotation: the files are polled; a changed serving pair is loaded into the live
-context (new handshakes use it), new CAs are added to its trust store, and the authenticator is given the
-current CA set, so a CA removed from the files stops vouching for anyone at once.
+Rotation: the files are polled; a changed serving pair is first loaded into a scratch context from one
+snapshot of both files, and only a pair that loads there (certificate and key match) replaces the live one,
+so a rotation that writes the certificate before its key keeps the last good pair serving until the key
+arrives. New CAs are added to the live trust store, and the authenticator is given the current CA set, so a
+CA removed from the files stops vouching for anyone at once. (The verified client certificate reaches the
+app through ``adapter/protocol.py``.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import ssl
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from pathlib import Path
 
 from adapter.tasks import BackgroundLoop
 
@@ -51,6 +49,24 @@ def build_context(files: TLSFiles, extra_ca_pem: str = "") -> ssl.SSLContext:
     return ctx
 
 
+def load_pair(ctx: ssl.SSLContext, cert_file: str, key_file: str) -> None:
+    """Load the serving pair into ``ctx`` only if it is consistent; else raise and leave ``ctx`` as it was.
+
+    Loading straight into the live context is not safe: OpenSSL installs the new certificate first and drops
+    the old key when it does not match, so a new certificate with the old key (or a half-written file) left
+    the context with no usable pair. Both files are read once, checked in a scratch context, and the very
+    same bytes go into the live one (from a private temporary directory, since ``ssl`` loads from paths).
+    """
+    cert, key = Path(cert_file).read_bytes(), Path(key_file).read_bytes()
+    with tempfile.TemporaryDirectory(prefix="adapter-tls-") as tmp:   # mode 0700
+        cert_copy, key_copy = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+        cert_copy.write_bytes(cert)
+        key_copy.touch(mode=0o600)
+        key_copy.write_bytes(key)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_copy, key_copy)  # raises if inconsistent
+        ctx.load_cert_chain(cert_copy, key_copy)
+
+
 class CertReloader:
     """Polls the TLS files and applies changes to the live context (and tells the authenticator)."""
 
@@ -74,26 +90,37 @@ class CertReloader:
         return out
 
     def check(self) -> bool:
-        """Reload what changed; True if anything did. A half-written pair is retried on the next poll."""
+        """Reload what changed; True if anything did. A pair that does not load (a certificate without its key
+        yet, a half-written file) changes nothing and is retried on the next poll; the CAs reload on their own."""
         now = self._stat()
         changed = {p for p in now if now[p] != self._mtimes.get(p)}
-        if not changed:
-            return False
-        try:
-            if changed & {self.files.cert_file, self.files.key_file}:
-                self.ctx.load_cert_chain(self.files.cert_file, self.files.key_file)
-            for ca in (self.files.client_ca_file, self.files.requestheader_ca_file):
-                if ca and ca in changed:
+        loaded: set[str] = set()
+        pair = {self.files.cert_file, self.files.key_file}
+        if changed & pair:
+            try:
+                load_pair(self.ctx, self.files.cert_file, self.files.key_file)
+                loaded |= changed & pair
+            except (ssl.SSLError, OSError) as exc:
+                log.warning("serving certificate changed but the pair does not load yet (keeping the last good "
+                            "one): %s", exc)
+        cas_loaded = False
+        for ca in (self.files.client_ca_file, self.files.requestheader_ca_file):
+            if ca and ca in changed:
+                try:
                     self.ctx.load_verify_locations(cafile=ca)
-                    self.ctx.verify_mode = ssl.CERT_OPTIONAL
-        except (ssl.SSLError, OSError) as exc:
-            log.warning("TLS files changed but could not be loaded yet: %s", exc)
+                except (ssl.SSLError, OSError) as exc:
+                    log.warning("CA file %s changed but could not be loaded yet: %s", ca, exc)
+                    continue
+                self.ctx.verify_mode = ssl.CERT_OPTIONAL
+                loaded.add(ca)
+                cas_loaded = True
+        if not loaded:
             return False
-        self._mtimes = now
+        self._mtimes.update({p: now[p] for p in loaded})
         self.reloads += 1
-        if self.on_ca_change is not None:
+        if cas_loaded and self.on_ca_change is not None:
             self.on_ca_change()
-        log.info("reloaded TLS files: %s", ", ".join(sorted(changed)))
+        log.info("reloaded TLS files: %s", ", ".join(sorted(loaded)))
         return True
 
     async def _poll(self) -> None:
@@ -104,30 +131,3 @@ class CertReloader:
 
     async def close(self) -> None:
         await self._loop.stop()
-
-
-class PeerCertProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, plus the verified client leaf certificate in every request's scope."""
-
-    _peer_der: bytes | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        ssl_object = transport.get_extra_info("ssl_object")
-        self._peer_der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self.scope["extensions"] = {"tls": {"client_cert_der": self._peer_der}}
-
-
-class TLSConfig(uvicorn.Config):
-    """uvicorn.Config that serves with our own (reloadable) SSLContext."""
-
-    def __init__(self, app: Any, ssl_context: ssl.SSLContext, **kwargs: Any) -> None:
-        super().__init__(app, http=PeerCertProtocol, **kwargs)
-        self._ssl_context = ssl_context
-
-    def load(self) -> None:
-        super().load()
-        self.ssl = self._ssl_context

@@ -66,3 +66,24 @@ def request_attributes(user: UserInfo, method: str, path: str, query_string: byt
         watch = parse_qs(query_string.decode("latin-1")).get("watch", [""])[0]
         verb = "watch" if watch in ("1", "true") else "list"
     return Attributes(user, verb, path, True, namespace, group, version, resource, subresource, name)
+
+
+EXPLAIN_PATH = "/explain"
+METRICS_GROUP = "custom.metrics.k8s.io"
+
+
+def explain_attributes(user: UserInfo, query_string: bytes) -> Attributes | None:
+    """What ``/explain?namespace=NS&metric=M`` reads, as the custom-metrics request that reads the same:
+    ``get pods/M`` named ``*`` in ``NS`` (``GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/NS/pods/*/M``).
+
+    ``/explain`` shows per-pod values of one namespace, so being allowed the non-resource path is not enough:
+    the caller must also be allowed to read that namespace's metric. None when namespace or metric is absent
+    (the route answers 400 without reading anything).
+    """
+    query = parse_qs(query_string.decode("latin-1"))
+    namespace = query.get("namespace", [""])[-1]
+    metric = query.get("metric", [""])[-1]
+    if not namespace or not metric:
+        return None
+    return Attributes(user, "get", f"/apis/{METRICS_GROUP}/v1beta2/namespaces/{namespace}/pods/*/{metric}", True,
+                      namespace, METRICS_GROUP, "v1beta2", "pods", metric, "*")

@@ -8,6 +8,7 @@ import os
 from adapter.auth.setup import Security, SecurityOptions
 from adapter.auth.tls import TLSFiles
 from adapter.errors import ConfigError
+from adapter.protocol import DEFAULT_LIMITS, ServingLimits
 from adapter.query.backend import add_backend_arguments, backend_settings
 from adapter.settings import Settings, load_catalog
 
@@ -35,6 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="do not read kube-system/extension-apiserver-authentication")
     tls.add_argument("--no-kubernetes-auth", action="store_true",
                      help="no TokenReview/SubjectAccessReview: only system:masters and health paths (local use)")
+    lim = p.add_argument_group("limits against hostile clients (see adapter/protocol.py)")
+    lim.add_argument("--max-connections", type=int, default=DEFAULT_LIMITS.max_connections,
+                     help="open connections at most; one more is answered 503 and closed (default %(default)s)")
+    lim.add_argument("--request-header-timeout", type=float, default=DEFAULT_LIMITS.header_timeout_s,
+                     help="seconds a TLS handshake, then each request head, may take; then 408 and close "
+                          "(default %(default)g, kube-apiserver's ReadHeaderTimeout)")
+    lim.add_argument("--authentication-configmap-refresh", type=float, default=60.0,
+                     help="seconds between re-reads of kube-system/extension-apiserver-authentication "
+                          "(front-proxy CA rotation; default %(default)g)")
     p.add_argument("--config", default=None, help="metric catalog YAML (default: the embedded catalog)")
     p.add_argument("--pod-source", choices=["auto", "kubernetes", "prometheus"], default="auto",
                    help="where pods behind a selector come from: the Kubernetes API, or kube-state-metrics "
@@ -82,7 +92,8 @@ def security_from(args: argparse.Namespace) -> Security:
         group_headers=_csv(args.requestheader_group_headers),
         extra_prefixes=_csv(args.requestheader_extra_headers_prefix),
         kubeconfig=args.auth_kubeconfig, use_cluster=use_cluster,
-        lookup_configmap=not args.authentication_skip_lookup)
+        lookup_configmap=not args.authentication_skip_lookup,
+        configmap_refresh_s=args.authentication_configmap_refresh)
     return Security(opts)
 
 
@@ -95,5 +106,8 @@ def run(args: argparse.Namespace) -> int:
                         pod_source=_pod_source(args.pod_source, args.kubeconfig),  # type: ignore[arg-type]
                         kubeconfig=args.kubeconfig,
                         pod_cache_ttl_s=args.pod_cache_ttl, forecast_tick_s=args.forecast_tick)
-    make_server(settings, host=host, port=port, security=security, log_level=args.log_level).run()
+    if args.max_connections < 1 or args.request_header_timeout <= 0:
+        raise ConfigError("--max-connections must be at least 1 and --request-header-timeout positive")
+    limits = ServingLimits(max_connections=args.max_connections, header_timeout_s=args.request_header_timeout)
+    make_server(settings, host=host, port=port, security=security, log_level=args.log_level, limits=limits).run()
     return 0

@@ -1,7 +1,8 @@
-"""Request-size guard in front of everything: oversized header sets get 431 before any work is done.
+"""Request-size guard in front of the app: oversized header sets get a Kubernetes ``Status`` 431 before any work.
 
-uvicorn's httptools parser sets no limit of its own on header size; a client sending hundreds of KiB of
-headers (or a path that long) would otherwise reach routing and authentication.
+The connection protocol (``adapter/protocol.py``) already refuses heads past 97 KiB before buffering them (the
+memory bound); this finer check answers the heads in between with a proper Status, before routing and
+authentication see them.
 """
 
 from __future__ import annotations

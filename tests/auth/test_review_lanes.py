@@ -1,0 +1,96 @@
+"""Review lanes (auth/pool.py), one-in-flight calls (auth/single.py) and /explain's attributes (auth/user.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from adapter.auth.pool import ReviewPool
+from adapter.auth.single import shared_call
+from adapter.auth.user import UserInfo, explain_attributes
+from adapter.errors import UpstreamError
+
+
+def test_queue_time_counts_against_the_deadline_and_a_withdrawn_call_never_runs() -> None:
+    release = threading.Event()
+    ran: list[str] = []
+
+    def call(name: str) -> str:
+        ran.append(name)
+        release.wait(10)
+        return name
+
+    async def scenario() -> None:
+        pool = ReviewPool("test", workers=1, timeout_s=0.3)
+        first = asyncio.ensure_future(pool.run(call, "first"))       # occupies the only thread
+        await asyncio.sleep(0.05)
+        with pytest.raises(UpstreamError, match="not answered within"):
+            await pool.run(call, "queued")                            # waits for a thread past its deadline
+        with pytest.raises(UpstreamError):
+            await first                                               # the running one times out too
+        release.set()
+        assert await pool.run(call, "later") == "later"
+        pool.close()
+
+    asyncio.run(scenario())
+    assert ran == ["first", "later"]   # "queued" was withdrawn before a thread picked it up
+
+
+def test_a_full_queue_refuses_at_once() -> None:
+    release = threading.Event()
+
+    async def scenario() -> None:
+        pool = ReviewPool("test", workers=1, timeout_s=5, max_waiting=2)
+        waiting = [asyncio.ensure_future(pool.run(release.wait, 5)) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        assert pool.in_flight == 3
+        with pytest.raises(UpstreamError, match="too many"):
+            await pool.run(release.wait, 5)
+        release.set()
+        assert await asyncio.gather(*waiting) == [True, True, True]
+        assert pool.in_flight == 0
+        pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_shared_call_runs_once_for_concurrent_callers_and_shares_errors() -> None:
+    calls = 0
+
+    async def review() -> str:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.05)
+        return "user"
+
+    async def failing() -> str:
+        await asyncio.sleep(0.01)
+        raise UpstreamError("down")
+
+    async def scenario() -> None:
+        in_flight: dict[str, asyncio.Future[str]] = {}
+        assert await asyncio.gather(*(shared_call(in_flight, "k", review) for _ in range(10))) == ["user"] * 10
+        assert calls == 1 and in_flight == {}
+        assert await shared_call(in_flight, "k", review) == "user"   # not in flight any more: a new call
+        assert calls == 2
+        results = await asyncio.gather(*(shared_call(in_flight, "bad", failing) for _ in range(3)),
+                                       return_exceptions=True)
+        assert all(isinstance(r, UpstreamError) for r in results)
+
+    asyncio.run(scenario())
+
+
+def test_explain_attributes_are_those_of_the_equivalent_metrics_request() -> None:
+    user = UserInfo("u")
+    attrs = explain_attributes(user, b"namespace=team-a&metric=llm_composite_load&selector=app%3Dweb")
+    assert attrs is not None
+    assert (attrs.verb, attrs.namespace, attrs.group, attrs.version, attrs.resource, attrs.subresource,
+            attrs.name, attrs.resource_request) == ("get", "team-a", "custom.metrics.k8s.io", "v1beta2", "pods",
+                                                    "llm_composite_load", "*", True)
+    assert explain_attributes(user, b"metric=m&selector=a%3Db") is None
+    assert explain_attributes(user, b"namespace=ns") is None
+    # A repeated parameter: the route reads the last value, and so does the authorization.
+    again = explain_attributes(user, b"namespace=mine&namespace=theirs&metric=m")
+    assert again is not None and again.namespace == "theirs"
