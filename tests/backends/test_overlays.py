@@ -11,7 +11,7 @@ import pytest
 
 from adapter.__main__ import build_parser
 from adapter.query.backend import access_from_args, request_headers, resolve_url
-from tests.deploy.manifests import MANIFESTS, find, render
+from tests.support.manifests import MANIFESTS, find, render
 
 NS = "llm-hpa-adapter"
 
