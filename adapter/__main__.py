@@ -1,6 +1,7 @@
 """The command line: ``python -m adapter <command>`` (also installed as ``llm-hpa-adapter``).
 
-Commands: serve, demo, backtest. Each command module exposes ``register(subparsers)``.
+Commands: serve, demo, backtest, simulate, calibrate, certs, explain. Each command module exposes
+``register(subparsers)``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from adapter.errors import ConfigError
 
 # Command modules, imported lazily so `serve` does not pay for statsmodels or matplotlib.
 _COMMANDS = ("adapter.cli.serve", "adapter.cli.demo", "adapter.cli.backtest", "adapter.cli.certs",
-             "adapter.cli.explain", "adapter.cli.simulate")
+             "adapter.cli.explain", "adapter.cli.simulate", "adapter.cli.calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:
