@@ -9,9 +9,11 @@ first week alone (day 0 is history). The 5-minute series is the 10-minute trace 
 for both of its 5-minute steps (the trace has no finer resolution; the 1-minute file repeats it).
 
 Traces without a daily cycle: the shared trace with its median daily profile divided out (its noise, bursts and
-gaps stay), and a synthetic log-AR(1) level with 10 % noise (seed fixed). Prints markdown tables.
+gaps stay), a synthetic log-AR(1) level with 10 % noise, and a random walk (where persistence is optimal); seeds
+fixed. Prints markdown tables.
 
-Usage: python benchmarks/forecast_accuracy.py [--quick]   (--quick: no ARIMA, about 1 minute instead of ~6)
+Usage: python benchmarks/forecast_accuracy.py [--quick] [--model NAME ...]
+(--quick: no ARIMA, about a minute on an idle machine; ARIMA refits at every origin and takes several minutes)
 """
 
 from __future__ import annotations
@@ -71,12 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--quick", action="store_true", help="leave ARIMA out (about a minute of fits per table)")
+    parser.add_argument("--model", action="append", help="only these models (repeatable; persistence is always in)")
     args = parser.parse_args(argv)
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
     series = load_csv(args.trace, time_col="window_start_s", value_col="rate_rps", gap_col="gap")
     v10 = np.asarray(series.values, dtype=np.float64)
     v5 = np.repeat(v10, 2)
-    models = [m for m in MODELS if m not in ("persistence",) and not (args.quick and m == "arima")]
+    models = [m for m in MODELS if m not in ("persistence",) and not (args.quick and m == "arima")
+              and (not args.model or m in args.model)]
     verdicts = {}
     week1_10, week1_5 = v10[: 7 * DAY], v5[: 14 * DAY]
     for label, values, step, frac in (
@@ -99,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     verdicts["shared trace without its daily profile"] = _table(
         "shared trace with its daily profile divided out", flat, 600.0, no_cycle, 0.5)
     verdicts["log-AR(1), no cycle"] = _table("synthetic log-AR(1) level, no cycle", ar1, 600.0, no_cycle, 0.5)
+    # Persistence is the optimal forecast of a random walk: the worst case for any margin.
+    walk = 1000.0 * np.exp(np.cumsum(np.random.default_rng(2).normal(0.0, 0.03, size=v10.size)))
+    verdicts["random walk (persistence optimal)"] = _table("synthetic random walk, no cycle", walk, 600.0,
+                                                           no_cycle, 0.5)
     print(f"\ndefault model `{DEFAULT_MODEL}` beats persistence on WAPE and under-forecast rate:")
     for k, v in verdicts.items():
         print(f"- {k}: {'yes' if v else 'NO'}")
