@@ -14,11 +14,12 @@ Definitions (README "Calibrate"):
   kube-controller-manager ``--horizontal-pod-autoscaler-tolerance``) stretched by how much of the composite
   tracks load, since the HPA does nothing while the composite is within the tolerance of 1.
 * **targets**: each term's ``idle`` and ``target`` so the term reads 0 at zero load and 1 at the safe point
-  on the straight line through its values between half the safe point and the safe point. A term whose
-  line is flat there (GPU utilization reads ~100 % whenever a pod is busy; a queue is empty until the
-  batch is full) cannot track load: it keeps ``idle`` 0 and its value at the safe point as its target (a
-  busy-pod presence term) or, when it reads 0 there, its catalog target (an overload alarm). The terms that
-  do track load then get targets that make the whole composite read exactly 1.0 at the safe point.
+  on the straight line through its values between half the safe point and the safe point. A term that is
+  flat or saturating there (GPU utilization reads ~100 % whenever a pod is busy; a queue is empty until the
+  batch is full; see ``MIN_RISE``, ``SATURATION_RATIO``) cannot track load: it keeps ``idle`` 0 and its
+  value at the safe point as its target (a busy-pod presence term) or, when it reads 0 there, its catalog
+  target (an overload alarm). The terms that do track load then get targets that make the whole composite
+  read exactly 1.0 at the safe point.
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ DEFAULT_SLO_QUANTILE = 0.99
 HPA_TOLERANCE = 0.1
 # Fewer requests than this in a load bin cannot tell a 1 % tail from noise (at 1 %, 5 expected slow requests).
 MIN_BIN_REQUESTS = 500.0
-# A term whose straight line through [safe/2, safe] extrapolates to zero load at >= 75 % of its value at the
-# safe point (three quarters or more of its value is there at no load) carries too little load information.
-FLAT_SHARE = 0.75
+# A term tracks load between half the safe point and the safe point when it rises there by at least 2 % of its
+# value (more than measurement noise: GPU utilization pinned at 100 % does not) and has not saturated, i.e. its
+# slope there is at least half its slope below half the safe point (a duty cycle flattens as it nears 100 %;
+# a latency's slope grows with the batch).
+MIN_RISE = 0.02
+SATURATION_RATIO = 0.5
 
 
 @dataclass(frozen=True)
@@ -176,11 +180,12 @@ def demand_growth(deployment_load: F64, *, step_s: float, horizon_s: float, quan
     return max(float(np.quantile(ahead[ok] / now[ok] - 1.0, quantile)), 0.0)
 
 
-def _line(bins: Sequence[LoadBin], metric: str, low: float, high: float) -> tuple[float, float] | None:
+def _line(bins: Sequence[LoadBin], metric: str, low: float, high: float,
+          min_bins: int = 2) -> tuple[float, float] | None:
     """(intercept, slope) of the least-squares line through the bins' medians in [low, high]."""
     pts = [(b.load, b.terms.get(metric, math.nan)) for b in bins if low <= b.load <= high]
     pts = [(x, y) for x, y in pts if math.isfinite(y)]
-    if len(pts) < 2:
+    if len(pts) < max(min_bins, 2):
         return None
     x = np.array([p[0] for p in pts])
     y = np.array([p[1] for p in pts])
@@ -193,25 +198,23 @@ def _line(bins: Sequence[LoadBin], metric: str, low: float, high: float) -> tupl
 def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -> tuple[list[TermProposal], float]:
     """Per-term (idle, target) for the safe point, and the composite's reading there (1.0 unless no term
     tracks load). See the module docstring for the rule."""
-    fitted = {}
-    for t in terms:
-        line = _line(bins, t.metric, 0.5 * safe, safe)
-        if line is None:  # too few bins in the upper half: use everything below the safe point
-            line = _line(bins, t.metric, 0.0, safe)
-        fitted[t.metric] = line
     total_w = sum(t.weight for t in terms)
     flat_sum = 0.0
     track_w = 0.0
     rough: list[tuple[Term, float, float, bool, str]] = []
     for t in terms:
-        line = fitted[t.metric]
+        line = _line(bins, t.metric, 0.5 * safe, safe)
+        if line is None:  # too few bins in the upper half: use everything below the safe point
+            line = _line(bins, t.metric, 0.0, safe)
         if line is None:
             rough.append((t, t.idle, t.target, False, "no data below the safe point: catalog values kept"))
-            flat_sum += (t.weight / total_w) * 0.0
             continue
         intercept, slope = line
+        low = _line(bins, t.metric, 0.0, 0.5 * safe, min_bins=3)  # history that never ran light: no verdict
         at_safe = intercept + slope * safe
-        if at_safe > 0 and slope > 0 and intercept < FLAT_SHARE * at_safe:
+        rises = slope > 0 and slope * 0.5 * safe >= MIN_RISE * at_safe
+        saturating = low is not None and low[1] > 0 and slope < SATURATION_RATIO * low[1]
+        if at_safe > 0 and rises and not saturating:
             idle = min(max(intercept, 0.0), at_safe)
             rough.append((t, idle, at_safe, True, "tracks load"))
             track_w += t.weight / total_w

@@ -1,6 +1,6 @@
 """``python -m adapter calibrate`` against a real Prometheus scraping a simulated fleet of known capacity.
 
-The fleet (``adapter/sim/fleet.py``, served by the demo exporter) runs two pods of 100 req/s capacity whose
+The fleet (``adapter/sim/fleet.py``, served by the demo exporter) runs two pods of 200 req/s capacity whose
 service time grows with the batch; the load climbs a staircase through the knee in wall time. The knee is
 known in closed form from the fleet's parameters (below), so the test checks what calibrate reads from the
 scraped series, through the catalog's own queries, against physics it never sees.
@@ -26,11 +26,13 @@ from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus binary not installed")
 
 SLO_S = 0.5  # a vLLM bucket bound: the share of slow requests is read exactly from le="0.5"
-CONFIG = FleetConfig(deployment=Deployment(name="calib", namespace="calib-ns"), capacity_rps=100.0,
-                     base_service_s=0.12, batch_slowdown=0.5, latency_sigma=0.6, gpus_per_pod=1,
+# A narrow latency spread and a batch that doubles the service time make the share of slow requests climb
+# steeply through 1 % (0.6 % at 70 % of capacity, 1.8 % at 85 %), so the knee is well defined.
+CONFIG = FleetConfig(deployment=Deployment(name="calib", namespace="calib-ns"), capacity_rps=200.0,
+                     base_service_s=0.16, batch_slowdown=1.0, latency_sigma=0.3, gpus_per_pod=1,
                      gpus_per_node=2, substep_s=0.05, seed=7)
-LEVELS = np.linspace(0.30, 0.90, 13)  # per-pod load as a fraction of capacity, one level per HOLD_S
-HOLD_S = 6.0
+LEVELS = np.linspace(0.50, 0.95, 10)  # per-pod load as a fraction of capacity, one level per HOLD_S
+HOLD_S = 10.0  # long against a 4 s rate window, so a busy machine's scrape jitter blurs little
 
 
 def true_knee(cfg: FleetConfig, slo_s: float, q: float = 0.99) -> float:
@@ -76,7 +78,7 @@ def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(tmp_
             snippet = tmp_path / "composite.yaml"
             code = main(["calibrate", "--prometheus-url", prom.url, "--namespace", "calib-ns",
                          "--deployment", "calib", "--since", f"{end - begin:.0f}s", "--end", f"{end:.3f}",
-                         "--step", "1s", "--window", "3s", "--slo-p99", f"{SLO_S}s", "--cold-start", "1s",
+                         "--step", "1s", "--window", "4s", "--slo-p99", f"{SLO_S}s", "--cold-start", "1s",
                          "--json", str(out), "--plot", str(plot), "--catalog-out", str(snippet)])
     finally:
         exporter.stop()
