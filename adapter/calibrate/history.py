@@ -112,8 +112,10 @@ async def read_history(client: PromClient, catalog: Catalog, terms: Sequence[Ter
         rows_req.append(per[math.inf])
         rows_over.append(over_threshold(bounds, cumulative, slo_s))
     term_rows = {m: np.array([v.get(k, math.nan) for k in keys], dtype=np.float64) for m, v in values.items()}
-    stamps = sorted({k[1] for k in load})
-    total = np.array([sum(sum(v) for (pod, ts), v in load.items() if ts == t) for t in stamps], dtype=np.float64)
+    per_step: dict[float, float] = {}
+    for (_pod, stamp), pod_values in load.items():
+        per_step[stamp] = per_step.get(stamp, 0.0) + sum(pod_values)
+    total = np.array([per_step[t] for t in sorted(per_step)], dtype=np.float64)
     return History(load=np.array(rows_load, dtype=np.float64), requests=np.array(rows_req, dtype=np.float64),
                    over_slo=np.array(rows_over, dtype=np.float64), terms=term_rows, deployment_load=total,
                    step_s=step_s)
