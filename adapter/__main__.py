@@ -1,6 +1,6 @@
 """The command line: ``python -m adapter <command>`` (also installed as ``llm-hpa-adapter``).
 
-Commands: serve, demo, backtest, certs, explain, simulate. Each command module exposes
+Commands: serve, demo, backtest, simulate, calibrate, certs, explain. Each command module exposes
 ``register(subparsers)``. Every command module is imported on every run: one that fails to import is a broken
 install or a bug, and fails the whole command line with its error instead of vanishing from ``--help``.
 """
@@ -18,7 +18,7 @@ from adapter.errors import ConfigError
 # Command modules. Each imports its heavy dependencies (statsmodels, matplotlib) inside the functions that
 # need them, so `serve` does not pay for them.
 _COMMANDS = ("adapter.cli.serve", "adapter.cli.demo", "adapter.cli.backtest", "adapter.cli.certs",
-             "adapter.cli.explain", "adapter.cli.simulate")
+             "adapter.cli.explain", "adapter.cli.simulate", "adapter.cli.calibrate")
 # Optional dependencies and the extra that installs each (pyproject.toml [project.optional-dependencies]).
 _EXTRAS = {"matplotlib": "plot"}
 

@@ -12,7 +12,13 @@ Rules (documented in the README):
 - a pod with a sample no HPA can read (|value| beyond an int64 milli-value, or a timestamp that is not a
   time between 1970 and 9999) is omitted whole (counted), so one bad series never fails the whole list;
 - ``p90`` is numpy's linear-interpolation percentile, the same definition as PromQL ``quantile(0.9, ...)``;
-- a composite rescales the weights of the terms that have data to sum to 1; no term → the pod is omitted.
+- a composite term reads ``max(value - idle, 0) / (target - idle)``; weights are never rescaled, so 1.0 keeps
+  meaning "at the last safe operating point" whichever terms a pod has;
+- a pod without data for a term gets no composite (``when_missing: omit_pod``, the default: a made-up or
+  re-weighted number would be a different metric), unless the term says ``when_missing: idle`` (it then
+  reads 0: a latency histogram with no finished request in the window means no latency load);
+- a term with ``omit_pod`` that has no data for *any* pod in scope while other terms do is a partial answer
+  (an exporter missing, a broken query): ``unservable_terms`` names it and the caller answers 503.
 """
 
 from __future__ import annotations
@@ -69,8 +75,8 @@ class PodValue:
 class TermValue:
     metric: str
     raw: float          # the metric's value for the pod
-    normalized: float   # raw / target
-    weight: float       # the weight after rescaling over the terms present
+    normalized: float   # (raw - idle) / (target - idle)
+    weight: float       # its share of the composite's weights
     contribution: float # weight * normalized
 
 
@@ -189,25 +195,45 @@ def reduce_by_pod(samples: Iterable[Sample], layouts: Sequence[Layout], how: Red
     return out
 
 
+def normalize(term: Term, value: float) -> float:
+    """A term's reading: 0 at its idle value, 1 at its target, linear in between and beyond."""
+    return max(value - term.idle, 0.0) / (term.target - term.idle)
+
+
 def fuse(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]) -> dict[str, CompositeValue]:
-    """The composite per pod: Σ wᵢ·(vᵢ/targetᵢ) over the terms with data, weights rescaled to sum to 1."""
+    """The composite per pod: Σ wᵢ·normalize(vᵢ) / Σ wᵢ over all terms (weights as written, summing to 1 in
+    the shipped catalog). A pod lacking an ``omit_pod`` term is absent; a lacking ``idle`` term reads 0."""
     pods = sorted({pod for t in terms for pod in components.get(t.metric, {})})
+    total_w = sum(t.weight for t in terms)
     out = {}
     for pod in pods:
         present = [(t, components[t.metric][pod]) for t in terms if pod in components.get(t.metric, {})]
-        total_w = sum(t.weight for t, _ in present)
+        missing = tuple(t.metric for t in terms if pod not in components.get(t.metric, {}))
+        if any(t.when_missing == "omit_pod" for t in terms if t.metric in missing):
+            continue
         parts = []
         for t, pv in present:
             w = t.weight / total_w
-            norm = pv.value / t.target
+            norm = normalize(t, pv.value)
             parts.append(TermValue(t.metric, pv.value, norm, w, w * norm))
         value = sum(p.contribution for p in parts)
         if not math.isfinite(value):
             continue
-        missing = tuple(t.metric for t in terms if pod not in components.get(t.metric, {}))
         out[pod] = CompositeValue(value=value, ts=max(pv.ts for _, pv in present), terms=tuple(parts),
                                   missing=missing)
     return out
+
+
+def unservable_terms(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]) -> list[str]:
+    """The ``omit_pod`` terms with no data for any pod while some other term has data for some pod.
+
+    Such an answer is partial (dcgm-exporter not scraped, a renamed engine metric): serving the pods it
+    leaves would be nothing (every pod omitted) and serving a re-weighted value would be a different metric,
+    so the caller reports these terms as unavailable (503). No data at all is no workload, not an outage.
+    """
+    if not any(components.get(t.metric) for t in terms):
+        return []
+    return [t.metric for t in terms if t.when_missing == "omit_pod" and not components.get(t.metric)]
 
 
 def combine(values: Sequence[float], how: Combine) -> float:

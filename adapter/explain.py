@@ -56,8 +56,8 @@ class TermExplanation:
     metric: str
     value: float | None                   # the pod's value as the provider computed it; None = no data
     target: float | None = None           # composite terms only
-    weight: float | None = None           # after rescaling over the terms present
-    normalized: float | None = None       # value / target
+    weight: float | None = None           # its share of the composite's weights
+    normalized: float | None = None       # (value - idle) / (target - idle)
     contribution: float | None = None     # weight x normalized
     gpu_samples: list[GpuSample] = field(default_factory=list)
     gpu_p90: float | None = None          # numpy P90 of the raw samples: checks the backend's reduction
@@ -225,6 +225,8 @@ def build(*, catalog: Catalog, namespace: str, metric: str, base: str, pods: Seq
                     for s in pod_raw]
             p90 = reduce_values([g.value for g in gpus], "p90") if gpus else None
             part = parts.get(name)
+            if pv is None and reading.terms is not None and pod in reading.terms.get(name, {}):
+                pv = reading.terms[name][pod]  # a term of a pod the composite left out: still shown
             value = part.raw if part is not None else (pv.value if pv is not None else None)
             miss = None
             if value is None:

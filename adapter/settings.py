@@ -77,16 +77,30 @@ class MetricDef:
         return int(duration_seconds(self.window)) if self.window else None
 
 
+WhenMissing = Literal["omit_pod", "idle"]
+
+
 @dataclass(frozen=True)
 class Term:
+    """One term of a composite: ``weight x max(value - idle, 0) / (target - idle)``.
+
+    ``target`` is the metric's value at the last safe operating point (the term then reads 1.0) and ``idle``
+    its value at zero load (the term reads 0), so a metric with a floor (a P99 latency is never below the
+    service time) still grows in proportion to the load. ``when_missing`` says what a pod without data for
+    this term gets: ``omit_pod`` (no composite for that pod) or ``idle`` (the term reads 0: for a latency
+    term, no request finished in the window means no latency load).
+    """
+
     metric: str
     weight: float
     target: float
+    idle: float = 0.0
+    when_missing: WhenMissing = "omit_pod"
 
 
 @dataclass(frozen=True)
 class CompositeDef:
-    """A weighted sum of normalized terms (value / target); 1.0 means every term is at its target."""
+    """A weighted sum of normalized terms ((value - idle) / (target - idle)); 1.0 = every term at its target."""
 
     name: str
     help: str
@@ -247,10 +261,18 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
         t = _mapping(raw_term, tw)
         metric = _str(t, "metric", tw)
         _require(metric in metrics, f"{tw}.metric", f"{metric!r} is not a metric of this catalog")
+        unknown_t = set(t) - {"metric", "weight", "target", "idle", "when_missing"}
+        _require(not unknown_t, tw, f"unknown keys {sorted(unknown_t)}")
         weight, target = _number(t, "weight", tw), _number(t, "target", tw)
+        idle = _number(t, "idle", tw) if "idle" in t else 0.0
         _require(weight > 0, f"{tw}.weight", "must be > 0")
         _require(target > 0, f"{tw}.target", "must be > 0")
-        terms.append(Term(metric=metric, weight=weight, target=target))
+        _require(0 <= idle < target, f"{tw}.idle", "must be >= 0 and below the target")
+        when_missing = _str(t, "when_missing", tw, "omit_pod")
+        _require(when_missing in get_args(WhenMissing), f"{tw}.when_missing",
+                 f"{when_missing!r} is not one of {get_args(WhenMissing)}")
+        terms.append(Term(metric=metric, weight=weight, target=target, idle=idle,
+                          when_missing=when_missing))  # type: ignore[arg-type]
     objects = _str(entry, "objects", where, "mean")
     _require(objects in get_args(Combine), f"{where}.objects", f"{objects!r} is not one of {get_args(Combine)}")
     return CompositeDef(name=name, help=str(entry.get("help", "")), terms=tuple(terms),

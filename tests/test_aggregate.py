@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from adapter.aggregate import PodValue, Rejections, attribute, combine, fuse, reduce_by_pod
+from adapter.aggregate import PodValue, Rejections, attribute, combine, fuse, reduce_by_pod, unservable_terms
 from adapter.samples import Sample
 from adapter.settings import Term, load_catalog
 
@@ -47,16 +47,42 @@ def test_any_nonzero() -> None:
     assert (out["a"].value, out["b"].value) == (1.0, 0.0)
 
 
-def test_fuse_rescales_weights_over_present_terms() -> None:
-    terms = [Term("gpu", 0.4, 80), Term("queue", 0.3, 8), Term("lat", 0.3, 0.8)]
-    comps = {"gpu": {"a": PodValue(40, 1, 1), "b": PodValue(80, 1, 1)},
-             "queue": {"a": PodValue(8, 2, 1)},
+def test_fuse_weights_are_never_rescaled_and_a_pod_missing_a_required_term_is_omitted() -> None:
+    """Issue 11 row 5: with the GPU series missing, the old rule re-weighted the composite over the terms left
+    (0.99 -> 0.84 for every pod), a different metric under the same name. Now such a pod has no value."""
+    terms = [Term("gpu", 0.4, 80), Term("queue", 0.3, 8), Term("lat", 0.3, 0.8, when_missing="idle")]
+    comps = {"gpu": {"a": PodValue(40, 1, 1), "b": PodValue(80, 1, 1), "c": PodValue(80, 1, 1)},
+             "queue": {"a": PodValue(8, 2, 1), "c": PodValue(4, 1, 1)},
              "lat": {"a": PodValue(0.4, 3, 1)}}
     out = fuse(terms, comps)
     assert math.isclose(out["a"].value, 0.4 * 0.5 + 0.3 * 1 + 0.3 * 0.5)
     assert out["a"].ts == 3 and out["a"].missing == ()
-    assert math.isclose(out["b"].value, 1.0) and out["b"].missing == ("queue", "lat")
-    assert set(out) == {"a", "b"}
+    # b has no queue series (omit_pod): no value at all, never a re-weighted one.
+    assert "b" not in out
+    # c has no latency (when_missing: idle): that term reads 0, the others keep their weights.
+    assert math.isclose(out["c"].value, 0.4 * 1 + 0.3 * 0.5) and out["c"].missing == ("lat",)
+    assert [t.metric for t in out["c"].terms] == ["gpu", "queue"]
+    assert set(out) == {"a", "c"}
+
+
+def test_fuse_idle_offset_makes_a_term_with_a_floor_proportional() -> None:
+    """A P99 that is 0.4 s on an idle pod and 0.6 s at the safe point reads 0 and 1 there, 0.5 half-way."""
+    term = Term("lat", 1.0, 0.6, idle=0.4)
+    got = {v: fuse([term], {"lat": {"p": PodValue(v, 0, 1)}})["p"].value for v in (0.3, 0.4, 0.5, 0.6, 0.8)}
+    assert got[0.3] == 0.0 and got[0.4] == 0.0  # below the floor: no load, never negative
+    assert math.isclose(got[0.5], 0.5) and math.isclose(got[0.6], 1.0) and math.isclose(got[0.8], 2.0)
+
+
+def test_unservable_terms_names_a_required_term_absent_for_every_pod() -> None:
+    terms = [Term("gpu", 0.4, 80), Term("queue", 0.3, 8), Term("lat", 0.3, 0.8, when_missing="idle")]
+    both = {"a": PodValue(1, 0, 1)}
+    assert unservable_terms(terms, {"gpu": {}, "queue": both, "lat": both}) == ["gpu"]
+    # No finished request anywhere is legitimate for a latency term that reads idle when missing.
+    assert unservable_terms(terms, {"gpu": both, "queue": both, "lat": {}}) == []
+    # Nothing at all: no workload there, not a partial answer (the caller answers "no pods"/404).
+    assert unservable_terms(terms, {"gpu": {}, "queue": {}, "lat": {}}) == []
+    # Data for some pods only is served for those pods (the others are omitted by fuse).
+    assert unservable_terms(terms, {"gpu": both, "queue": {"b": PodValue(1, 0, 1)}, "lat": {}}) == []
 
 
 def test_combine() -> None:

@@ -25,9 +25,10 @@ def broken(path: list[str], value: object) -> dict:
 def test_embedded_catalog_has_the_documented_defaults() -> None:
     cat = load_catalog(None)
     (comp,) = cat.composites.values()
-    assert [(t.metric, t.weight, t.target) for t in comp.terms] == [
-        ("gpu_utilization_p90", 0.4, 80.0), ("inference_queue_depth", 0.3, 8.0),
-        ("inference_latency_p99_seconds", 0.3, 0.8)]
+    # The mission's inputs and weights; targets as `calibrate --simulate` proposes for the reference fleet.
+    assert [(t.metric, t.weight, t.target, t.idle, t.when_missing) for t in comp.terms] == [
+        ("gpu_utilization_p90", 0.4, 98.3, 0.0, "omit_pod"), ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
+        ("inference_latency_p99_seconds", 0.3, 0.466, 0.314, "idle")]
     assert cat.metrics["gpu_utilization_p90"].query.startswith("quantile by (<<by>>) (0.9, DCGM_FI_DEV_GPU_UTIL")
     assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
 
@@ -42,6 +43,13 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
      "composites.llm_composite_load.terms[0].metric"),
     (["composites", "llm_composite_load", "terms"], [{"metric": "inference_queue_depth", "weight": 1, "target": 0}],
      "terms[0].target"),
+    (["composites", "llm_composite_load", "terms"],
+     [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "idle": 1}], "terms[0].idle"),
+    (["composites", "llm_composite_load", "terms"],
+     [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "when_missing": "zero"}],
+     "terms[0].when_missing"),
+    (["composites", "llm_composite_load", "terms"],
+     [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "floor": 0}], "terms[0]"),
     (["layouts"], [{"pod": "bad-label", "namespace": "namespace"}], "layouts[0]"),
     (["cache_ttl_seconds"], -1, "cache_ttl_seconds"),
     (["layouts"], [{"pod": "pod", "namespace": "namespace", "trust": {"job": "(unclosed"}}], "layouts[0].trust.job"),

@@ -66,6 +66,7 @@ class _FittedSES:
     skip: int  # trailing gap points cut by ``prepare``
     quantile: float | None
     alpha: float
+    earned: bool = False
 
     def forecast(self, steps: int) -> np.ndarray:
         check_steps(steps)
@@ -76,20 +77,40 @@ class _FittedSES:
                 targets, origins = _pairs(self.positions, k + 1 + self.skip)
                 if targets.size >= _MIN_ERROR_PAIRS:
                     errors = self.x[targets] - self.levels[origins]
-                    out[k] += float(np.quantile(errors, self.quantile))
+                    out[k] += self._margin(errors, self.x[targets] - self.x[origins])
         return checked(out, steps)
+
+    def _margin(self, errors: np.ndarray, persistence_errors: np.ndarray) -> float:
+        """The ``quantile`` of the in-sample errors; when ``earned``, the highest quantile from ``quantile``
+        down to just above the median (steps of 0.05) whose in-sample absolute error is still no worse than
+        persistence's, so the margin spends only what the smoothing gained; none when nothing was gained."""
+        assert self.quantile is not None
+        if not self.earned or self.quantile <= 0.5:
+            return float(np.quantile(errors, self.quantile))
+        budget = float(np.mean(np.abs(persistence_errors)))
+        q = self.quantile
+        while q > 0.5 + 1e-9:
+            margin = float(np.quantile(errors, q))
+            if float(np.mean(np.abs(errors - margin))) <= budget:
+                return margin
+            q -= 0.05
+        return 0.0
 
 
 @dataclass(frozen=True)
 class SimpleExpSmoothing:
     """Exponentially smoothed level; ``alpha`` picked per fit from ``alphas`` by the error ``horizon_s`` ahead.
 
-    ``quantile`` (``None`` or in (0, 1)) adds the in-sample error quantile as a margin (module docstring).
+    ``quantile`` (``None`` or in (0, 1)) adds the in-sample error quantile as a margin (module docstring);
+    with ``earned`` (default) the margin is lowered until its in-sample absolute error is no worse than
+    persistence's, and dropped when even the smallest is: an upper-quantile forecast that does not pay for
+    its lower under-forecast rate with a higher WAPE than the baseline where smoothing gains nothing.
     Gaps are skipped (the level just does not move during them). Needs ``min_points`` finite points.
     """
 
     horizon_s: float = 1800.0
     quantile: float | None = 0.6
+    earned: bool = True
     alphas: tuple[float, ...] = _DEFAULT_ALPHAS
     min_points: int = DEFAULT_MIN_POINTS
     max_trailing_gap: int = DEFAULT_MAX_TRAILING_GAP
@@ -126,6 +147,7 @@ class SimpleExpSmoothing:
             skip=hist.skip,
             quantile=self.quantile,
             alpha=float(alphas[best]),
+            earned=self.earned,
         )
 
     def history_points(self, step_s: float, default: int) -> int:

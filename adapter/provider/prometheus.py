@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from adapter.aggregate import CompositeValue, PodValue, Rejections, combine, fuse, reduce_by_pod
-from adapter.errors import NotFound
+from adapter.aggregate import CompositeValue, PodValue, Rejections, combine, fuse, reduce_by_pod, unservable_terms
+from adapter.errors import NotFound, UpstreamError
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
@@ -45,6 +45,7 @@ class MetricReading:
     samples: dict[str, list[Sample]]           # metric name → the raw samples it answered
     composite: dict[str, CompositeValue] | None = None
     rejected: tuple[str, ...] = ()             # why series or pods were refused (untrusted, negative, ...)
+    terms: dict[str, dict[str, PodValue]] | None = None  # composites: each term's per-pod values
 
 
 class ReadObserver(Protocol):
@@ -134,11 +135,18 @@ class PrometheusProvider:
                 self.observer.series_rejected(metric, rejected.counts)
         if metric in self.catalog.metrics:
             return MetricReading(metric, per_metric[metric], queries, samples, rejected=notes)
-        fused = fuse(self.catalog.composites[metric].terms, per_metric)
+        terms = self.catalog.composites[metric].terms
+        gone = unservable_terms(terms, per_metric)
+        if gone and (scope.pods is None or len(scope.pods) > 1):
+            # A partial answer: serving what is left would re-weight or silently drop every pod. (For one
+            # named pod the term's absence is just that pod's missing value: 404, as for any metric.)
+            raise UpstreamError(f"{metric} is unavailable in namespace {scope.namespace}: no series for "
+                                f"{', '.join(gone)} for any of the pods (is its exporter scraped?)")
+        fused = fuse(terms, per_metric)
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
-        return MetricReading(metric, values, queries, samples, composite=fused, rejected=notes)
+        return MetricReading(metric, values, queries, samples, composite=fused, rejected=notes, terms=per_metric)
 
     def _sample(self, obj: ObjectRef, metric: str, pv: PodValue, metric_selector: Selector) -> MetricSample:
         return MetricSample(obj=obj, metric=metric, ts=pv.ts, value=pv.value, window_s=self.window_s(metric),

@@ -162,8 +162,7 @@ def test_external_metrics_with_kubectl(prometheus: TestBackend, unique_ns: str, 
 def test_external_hpa_example_reads_a_served_metric(prometheus: TestBackend, unique_ns: str) -> None:
     """apiservice-manifests/examples/external/: a valid autoscaling/v2 HPA whose metric and selector the
     adapter serves (one item, so the HPA's sum over items is the Deployment's value)."""
-    from tests.support.manifests import EXAMPLES
-    from tests.support.manifests import check_object
+    from tests.support.manifests import EXAMPLES, check_object
 
     hpa = yaml.safe_load((EXAMPLES / "external" / "vllm-hpa-external.yaml").read_text())
     assert check_object(hpa) == "schema"

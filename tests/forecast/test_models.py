@@ -82,6 +82,20 @@ def test_ses_margin_offsets_the_smoothing_lag() -> None:
     assert np.mean(np.abs(with_margin - truth)) < np.mean(np.abs(plain - truth))
 
 
+def test_ses_margin_is_earned_only_where_smoothing_beats_persistence() -> None:
+    """On a noisy level, smoothing beats persistence in-sample, so the upper-quantile margin stays; on a noiseless
+    random walk persistence is already the best level (alpha 1) and nothing is gained: no margin is added."""
+    rng = np.random.default_rng(5)
+    noisy = 100.0 + rng.normal(0.0, 10.0, 120)
+    earned = _forecast("ses", noisy, 3)
+    spent = _forecast("ses", noisy, 3, earned=False)
+    level = _forecast("ses", noisy, 3, quantile=None)
+    assert np.all(earned > level) and np.allclose(earned, spent)
+    walk = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.05, 120)))
+    assert np.allclose(_forecast("ses", walk, 3), walk[-1])  # persistence, no margin
+    assert not np.allclose(_forecast("ses", walk, 3, earned=False), walk[-1])
+
+
 # --- a daily cycle: the seasonal models must know the time of day -------------------------------------------
 
 

@@ -229,14 +229,18 @@ def test_pod_values_fuse_like_the_server() -> None:
         cpu_milli=np.array([570.0, 250.0]),
     )
     composite = pod_values("llm_composite_load", view, CATALOG)
-    # 0.4 x 100/80 + 0.3 x 4/8 + 0.3 x 0.4/0.8; the loading pod has only its GPU term, reweighted to 1.
-    assert composite["ready"] == pytest.approx(0.8)
-    assert composite["loading"] == pytest.approx(2.0 / 80.0)
+    # Each term max(v - idle, 0) / (target - idle) with the catalog's targets, weights as written; the loading
+    # pod has no queue series (no vLLM /metrics yet), so it gets no composite (never a re-weighted GPU term).
+    gpu, queue, lat = CATALOG.composites["llm_composite_load"].terms
+    want = (0.4 * 100.0 / gpu.target + 0.3 * 4.0 / queue.target
+            + 0.3 * max(0.4 - lat.idle, 0.0) / (lat.target - lat.idle))
+    assert composite["ready"] == pytest.approx(want)
+    assert "loading" not in composite
     boosted = pod_values("llm_composite_load_boosted", view, CATALOG, boost=1.5)
-    assert boosted["ready"] == pytest.approx(1.2)
+    assert boosted["ready"] == pytest.approx(1.5 * want)
     assert "loading" not in pod_values("inference_queue_depth", view, CATALOG)  # no vLLM series yet
     hpa = build_policy("composite", example_hpa(), CATALOG).hpa
-    assert readings(hpa, view, CATALOG)[0].pod_values == {"ready": 800, "loading": 25}
+    assert readings(hpa, view, CATALOG)[0].pod_values == {"ready": math.floor(want * 1000 + 0.5)}
 
 
 # -- the forecast boost -------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adapter.settings import load_catalog
 from tests.support.backends import Series
 
 # vLLM V1 e2e_request_latency_seconds bucket bounds (tests/data/samples/vllm.prom).
@@ -169,12 +170,17 @@ def expected(pod: PodSpec, metric: str) -> float | None:
             return None
         return histogram_quantile(0.99, E2E_BUCKETS, pod.bucket_slopes)
     if metric == "llm_composite_load":
-        terms = [("gpu_utilization_p90", 0.4, 80.0), ("inference_queue_depth", 0.3, 8.0),
-                 ("inference_latency_p99_seconds", 0.3, 0.8)]
-        present = [(expected(pod, m), w, t) for m, w, t in terms]
-        present = [(v, w, t) for v, w, t in present if v is not None]
-        if not present:
-            return None
-        total_w = sum(w for _, w, _ in present)
-        return sum((w / total_w) * (v / t) for v, w, t in present)
+        # The embedded catalog's terms and the fusion rule (README "The rules"): a pod missing an
+        # omit_pod term has no value; a missing idle term reads 0; weights are never re-weighted.
+        terms = load_catalog(None).composites["llm_composite_load"].terms
+        total_w = sum(t.weight for t in terms)
+        value = 0.0
+        for t in terms:
+            v = expected(pod, t.metric)
+            if v is None:
+                if t.when_missing == "omit_pod":
+                    return None
+                continue
+            value += (t.weight / total_w) * max(v - t.idle, 0.0) / (t.target - t.idle)
+        return value
     raise KeyError(metric)

@@ -1,0 +1,174 @@
+"""Where ``calibrate`` gets its history: a running Deployment in Prometheus/VictoriaMetrics, or a simulated fleet.
+
+Both produce a ``knee.History``: per (pod, step) the pod's load (the catalog's forecast load query, per pod),
+the rate of completed requests and of those slower than the SLO (from the latency histogram's buckets:
+exact when the SLO is a bucket bound, linear inside the bucket otherwise, as ``histogram_quantile`` does),
+and each composite term's value as the server computes it (the catalog's own queries and reductions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+
+import httpx
+import numpy as np
+
+from adapter.aggregate import attribute, reduce_values
+from adapter.calibrate.knee import F64, History
+from adapter.labels import EVERYTHING
+from adapter.query.client import Backend, PromClient
+from adapter.query.promql import Scope, deployment_pods_regex, render
+from adapter.query.results import RangeSeries
+from adapter.settings import Catalog, MetricDef, Term
+from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet, FleetConfig, PodPhase
+
+DEFAULT_HISTOGRAM = "vllm:e2e_request_latency_seconds"
+
+
+@contextlib.asynccontextmanager
+async def open_backend(url: str, *, backend: Backend = "prometheus",
+                       timeout_s: float = 30.0) -> AsyncIterator[PromClient]:
+    """The backend client, built as ``serve`` builds it (one ``PromClient`` over an ``httpx.AsyncClient``).
+
+    The one place to plumb connection options (TLS, bearer token) for the offline commands.
+    """
+    async with httpx.AsyncClient() as http:
+        yield PromClient(url, http=http, backend=backend, timeout_s=timeout_s)
+
+
+def over_threshold(bounds: Sequence[float], cumulative: Sequence[float], threshold: float) -> float:
+    """How many of a histogram's observations exceed ``threshold`` (cumulative counts per finite bound, then
+    +Inf last); linear inside the bucket that holds the threshold, as Prometheus interpolates."""
+    total = float(cumulative[-1])
+    below_bound, below_count = 0.0, 0.0
+    for le, count in zip(bounds, cumulative, strict=False):
+        if threshold <= le:
+            span = le - below_bound
+            share = (threshold - below_bound) / span if span > 0 else 1.0
+            return max(total - (below_count + share * (float(count) - below_count)), 0.0)
+        below_bound, below_count = le, float(count)
+    return max(total - below_count, 0.0)
+
+
+def _with_window(metric: MetricDef, window: str | None) -> MetricDef:
+    return replace(metric, window=window) if window is not None and metric.window is not None else metric
+
+
+def _grid(series: Sequence[RangeSeries], catalog: Catalog, namespace: str) -> dict[tuple[str, float], list[float]]:
+    out: dict[tuple[str, float], list[float]] = {}
+    for s in series:
+        key = attribute(s.labels, catalog.layouts)
+        if key is None or key[0] != namespace:
+            continue
+        for ts, v in zip(s.ts, s.values, strict=True):
+            if math.isfinite(v):
+                out.setdefault((key[1], round(ts, 3)), []).append(v)
+    return out
+
+
+async def read_history(client: PromClient, catalog: Catalog, terms: Sequence[Term], *, namespace: str,
+                       deployment: str, start: float, end: float, step_s: float, slo_s: float,
+                       window: str | None = None, histogram: str = DEFAULT_HISTOGRAM) -> History:
+    """The Deployment's history from the backend: one range query per term metric, the load and the buckets.
+
+    ``window`` replaces every ``<<window>>`` (e.g. a shorter one for a compressed test); default: the catalog's.
+    """
+    if catalog.forecast is None:
+        raise ValueError("the catalog has no forecast section: calibrate needs its load_query (per-pod load)")
+    scope = Scope(namespace, pod_regex=deployment_pods_regex([deployment]))
+    load_def = _with_window(catalog.forecast.load, window)
+    hist_def = MetricDef(name="calibrate_latency_buckets", help="",
+                         query=f"sum by (<<by>>, le) (rate({histogram}_bucket{{<<matchers>>}}[<<window>>]))",
+                         reduce="sum", objects="sum", window=window or load_def.window or "5m")
+    load = _grid(await client.query_range(render(load_def, catalog, scope, EVERYTHING), start, end, step_s),
+                 catalog, namespace)
+    buckets: dict[tuple[str, float], dict[float, float]] = {}
+    for s in await client.query_range(render(hist_def, catalog, scope, EVERYTHING), start, end, step_s):
+        key = attribute(s.labels, catalog.layouts)
+        le_text = s.labels.get("le")
+        if key is None or key[0] != namespace or le_text is None:
+            continue
+        le = math.inf if le_text in ("+Inf", "Inf") else float(le_text)
+        for ts, v in zip(s.ts, s.values, strict=True):
+            if math.isfinite(v):
+                per = buckets.setdefault((key[1], round(ts, 3)), {})
+                per[le] = per.get(le, 0.0) + v
+    values: dict[str, dict[tuple[str, float], float]] = {}
+    for metric in dict.fromkeys(t.metric for t in terms):
+        mdef = _with_window(catalog.metrics[metric], window)
+        grid = _grid(await client.query_range(render(mdef, catalog, scope, EVERYTHING), start, end, step_s),
+                     catalog, namespace)
+        values[metric] = {k: reduce_values(v, mdef.reduce) for k, v in grid.items()}
+    keys = sorted(k for k in load if k in buckets and math.inf in buckets[k])
+    rows_load, rows_req, rows_over = [], [], []
+    for k in keys:
+        per = buckets[k]
+        bounds = sorted(le for le in per if math.isfinite(le))
+        cumulative = [per[le] for le in bounds] + [per[math.inf]]
+        rows_load.append(float(sum(load[k])))
+        rows_req.append(per[math.inf])
+        rows_over.append(over_threshold(bounds, cumulative, slo_s))
+    term_rows = {m: np.array([v.get(k, math.nan) for k in keys], dtype=np.float64) for m, v in values.items()}
+    per_step: dict[float, float] = {}
+    for (_pod, stamp), pod_values in load.items():
+        per_step[stamp] = per_step.get(stamp, 0.0) + sum(pod_values)
+    total = np.array([per_step[t] for t in sorted(per_step)], dtype=np.float64)
+    return History(load=np.array(rows_load, dtype=np.float64), requests=np.array(rows_req, dtype=np.float64),
+                   over_slo=np.array(rows_over, dtype=np.float64), terms=term_rows, deployment_load=total,
+                   step_s=step_s)
+
+
+def _p90(values: Sequence[float]) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), 90))
+
+
+def simulated_history(config: FleetConfig, terms: Sequence[Term], *, slo_s: float, pods: int = 2,
+                      levels: int = 40, top: float = 1.3, hold_s: float = 120.0, measure_s: float = 60.0,
+                      deployment_load: F64 | None = None, deployment_step_s: float = 60.0) -> History:
+    """A load sweep on a simulated fleet: ``levels`` steady loads from ``top / levels`` to ``top`` x the pod
+    capacity, each held ``hold_s`` and measured over its last ``measure_s`` (one row per pod and level).
+
+    Term values are what the server would read: GPU P90 across the pod's GPUs, the waiting requests and
+    ``histogram_quantile(0.99, ...)`` over the measurement window. ``deployment_load`` (e.g. a trace) feeds the
+    growth headroom; without it the growth is 0.
+    """
+    from adapter.sim.latency import histogram_quantile
+
+    known = {"gpu_utilization_p90", "inference_queue_depth", "inference_latency_p99_seconds"}
+    unknown = [t.metric for t in terms if t.metric not in known]
+    if unknown:
+        raise ValueError(f"the simulated fleet does not produce {unknown}; it produces {sorted(known)}")
+    fleet = Fleet(config, replicas=pods)
+    upper = np.asarray(VLLM_E2E_LATENCY_BUCKETS, dtype=np.float64)
+    rows: dict[str, list[float]] = {"load": [], "req": [], "over": []}
+    term_rows: dict[str, list[float]] = {t.metric: [] for t in terms}
+    for i in range(1, levels + 1):
+        rate = top * config.capacity_rps * pods * i / levels
+        fleet.advance(hold_s - measure_s, rate)
+        before = {p.name: p for p in fleet.snapshot().pods}
+        fleet.advance(measure_s, rate)
+        snap = fleet.snapshot()
+        for pod in snap.pods:
+            if pod.phase is not PodPhase.READY or pod.name not in before:
+                continue
+            delta = np.array(pod.latency_buckets) - np.array(before[pod.name].latency_buckets)
+            done = float(delta[-1])
+            rows["load"].append((pod.completed - before[pod.name].completed) / measure_s)
+            rows["req"].append(done / measure_s)
+            rows["over"].append(over_threshold(VLLM_E2E_LATENCY_BUCKETS, list(delta), slo_s) / measure_s)
+            gpus = [g.util_pct for g in snap.gpus if g.pod == pod.name]
+            for t in terms:
+                if t.metric == "gpu_utilization_p90":
+                    v = _p90([round(u) for u in gpus])
+                elif t.metric == "inference_queue_depth":
+                    v = float(round(pod.waiting))
+                else:
+                    v = float(histogram_quantile(0.99, upper, delta[None, :])[0])
+                term_rows[t.metric].append(v)
+    demand = np.asarray(deployment_load, dtype=np.float64) if deployment_load is not None else np.zeros(0)
+    return History(load=np.array(rows["load"]), requests=np.array(rows["req"]), over_slo=np.array(rows["over"]),
+                   terms={m: np.array(v, dtype=np.float64) for m, v in term_rows.items()},
+                   deployment_load=demand, step_s=measure_s, demand_step_s=deployment_step_s)

@@ -1,0 +1,275 @@
+"""Pure: per-pod history in, the knee and the composite's proposed targets out.
+
+Definitions (README "Calibrate"):
+
+* **load**: one pod's request rate (the forecast's load query, per pod), the x axis of everything here.
+* **knee**: the highest per-pod load at which the P99 still meets the SLO, i.e. at most ``1 - q`` of the
+  requests completed at that load took longer than the SLO. Requests are pooled per load bin (a fraction
+  of 1 % needs hundreds of requests to mean anything), and a bin counts as "over" only when the next
+  judged bin is over too, so one noisy bin does not end the search.
+* **safe point**: the per-pod load the HPA should hold, ``knee / ((1 + growth) x band)``:
+  ``growth`` is how much the Deployment's demand grows within one cold start (new pods load their model,
+  the HPA waits for its stabilization window) at the ``growth_quantile`` of the history, so the pods already
+  running absorb the growth until new ones are ready; ``band`` is the HPA's tolerance (10 % by default,
+  kube-controller-manager ``--horizontal-pod-autoscaler-tolerance``) stretched by how much of the composite
+  tracks load, since the HPA does nothing while the composite is within the tolerance of 1.
+* **targets**: each term's ``idle`` and ``target`` so the term reads 0 at zero load and 1 at the safe point
+  on the straight line through its values between half the safe point and the safe point. A term that is
+  flat or saturating there (GPU utilization reads ~100 % whenever a pod is busy; a queue is empty until the
+  batch is full; see ``MIN_RISE``, ``SATURATION_RATIO``) cannot track load: it keeps ``idle`` 0 and its
+  value at the safe point as its target (a busy-pod presence term) or, when it reads 0 there, its catalog
+  target (an overload alarm). The terms that do track load then get targets that make the whole composite
+  read exactly 1.0 at the safe point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from adapter.settings import Term
+
+F64 = npt.NDArray[np.float64]
+
+DEFAULT_BINS = 40
+DEFAULT_SLO_QUANTILE = 0.99
+# kube-controller-manager --horizontal-pod-autoscaler-tolerance default (pkg/controller/podautoscaler/config).
+HPA_TOLERANCE = 0.1
+# Fewer requests than this in a load bin cannot tell a 1 % tail from noise (at 1 %, 5 expected slow requests).
+MIN_BIN_REQUESTS = 500.0
+# A term tracks load between half the safe point and the safe point when it rises there by at least 2 % of its
+# value (more than measurement noise: GPU utilization pinned at 100 % does not) and has not saturated, i.e. its
+# slope there is at least half its slope below half the safe point (a duty cycle flattens as it nears 100 %;
+# a latency's slope grows with the batch).
+MIN_RISE = 0.02
+SATURATION_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class History:
+    """Flattened per-(pod, step) observations plus the Deployment's total load on the step grid.
+
+    ``requests`` and ``over_slo`` are request rates (requests/s completed, and of those slower than the
+    SLO) over the step's window; ``terms`` holds each composite metric's value per row (NaN = no data).
+    """
+
+    load: F64
+    requests: F64
+    over_slo: F64
+    terms: Mapping[str, F64]
+    deployment_load: F64
+    step_s: float
+    demand_step_s: float = 0.0  # the step of ``deployment_load``; 0 = ``step_s``
+
+    def __post_init__(self) -> None:
+        n = self.load.shape[0]
+        if self.requests.shape[0] != n or self.over_slo.shape[0] != n:
+            raise ValueError("load, requests and over_slo must have one row per observation")
+        for name, values in self.terms.items():
+            if values.shape[0] != n:
+                raise ValueError(f"term {name}: one value per observation expected")
+
+
+@dataclass(frozen=True)
+class LoadBin:
+    """One per-pod load bin: mean load, requests pooled, the fraction over the SLO, median of each term."""
+
+    load: float
+    rows: int
+    requests: float
+    over_fraction: float
+    terms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TermProposal:
+    metric: str
+    weight: float
+    idle: float
+    target: float
+    tracks_load: bool
+    value_at_safe: float
+    note: str
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``calibrate`` found and proposes. ``knee_rps`` is None when the SLO was never missed."""
+
+    slo_s: float
+    slo_quantile: float
+    knee_rps: float | None
+    max_load_rps: float
+    growth: float
+    band: float
+    safe_rps: float | None
+    bins: tuple[LoadBin, ...]
+    terms: tuple[TermProposal, ...] = ()
+    composite_at_safe: float | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def load_bins(history: History, *, bins: int = DEFAULT_BINS) -> list[LoadBin]:
+    """Equal-width per-pod load bins from 0 to the highest load seen; empty bins are left out."""
+    ok = np.isfinite(history.load) & np.isfinite(history.requests) & (history.requests > 0)
+    if not np.any(ok):
+        return []
+    top = float(np.max(history.load[ok]))
+    if not top > 0:
+        return []
+    edges = np.linspace(0.0, top, bins + 1)
+    which = np.clip(np.searchsorted(edges, history.load, side="right") - 1, 0, bins - 1)
+    out = []
+    for b in range(bins):
+        rows = ok & (which == b)
+        if not np.any(rows):
+            continue
+        req = history.requests[rows] * history.step_s
+        over = np.clip(history.over_slo[rows], 0.0, history.requests[rows]) * history.step_s
+        medians = {}
+        for name, values in history.terms.items():
+            v = values[rows]
+            v = v[np.isfinite(v)]
+            medians[name] = float(np.median(v)) if v.size else math.nan
+        total = float(req.sum())
+        out.append(LoadBin(load=float(np.mean(history.load[rows])), rows=int(rows.sum()), requests=total,
+                           over_fraction=float(over.sum()) / total if total > 0 else math.nan, terms=medians))
+    return out
+
+
+def find_knee(bins: Sequence[LoadBin], *, slo_quantile: float = DEFAULT_SLO_QUANTILE,
+              min_requests: float = MIN_BIN_REQUESTS) -> float | None:
+    """The per-pod load where the pooled fraction over the SLO crosses ``1 - slo_quantile`` (linear between
+    the last good bin and the first of two consecutive bad ones); None when it never does."""
+    limit = 1.0 - slo_quantile
+    judged = [b for b in bins if b.requests >= min_requests and math.isfinite(b.over_fraction)]
+    for i, b in enumerate(judged):
+        if b.over_fraction <= limit:
+            continue
+        nxt = judged[i + 1] if i + 1 < len(judged) else None
+        if nxt is not None and nxt.over_fraction <= limit:
+            continue  # one noisy bin
+        if i == 0:
+            return b.load  # over the SLO at the lowest load seen: the knee is at most here
+        prev = judged[i - 1]
+        span = b.over_fraction - prev.over_fraction
+        frac = (limit - prev.over_fraction) / span if span > 0 else 0.0
+        return prev.load + frac * (b.load - prev.load)
+    return None
+
+
+def demand_growth(deployment_load: F64, *, step_s: float, horizon_s: float, quantile: float) -> float:
+    """The ``quantile`` over time of (peak demand within the next ``horizon_s``) / (demand now) - 1, >= 0."""
+    # At least one step: a history coarser than the cold start (10-minute windows) says how demand moves
+    # between windows, and a window's rate can arrive all at once.
+    k = max(1, math.ceil(horizon_s / step_s - 1e-9))
+    d = np.asarray(deployment_load, dtype=np.float64)
+    if horizon_s <= 0 or d.size <= k:
+        return 0.0
+    now = d[:-k]
+    ahead = np.full(now.shape, -np.inf)
+    for j in range(1, k + 1):
+        ahead = np.maximum(ahead, d[j:d.size - k + j])
+    ok = np.isfinite(now) & np.isfinite(ahead) & (now > 0)
+    if not np.any(ok):
+        return 0.0
+    return max(float(np.quantile(ahead[ok] / now[ok] - 1.0, quantile)), 0.0)
+
+
+def _line(bins: Sequence[LoadBin], metric: str, low: float, high: float,
+          min_bins: int = 2) -> tuple[float, float] | None:
+    """(intercept, slope) of the least-squares line through the bins' medians in [low, high]."""
+    pts = [(b.load, b.terms.get(metric, math.nan)) for b in bins if low <= b.load <= high]
+    pts = [(x, y) for x, y in pts if math.isfinite(y)]
+    if len(pts) < max(min_bins, 2):
+        return None
+    x = np.array([p[0] for p in pts])
+    y = np.array([p[1] for p in pts])
+    if float(np.ptp(x)) <= 0:
+        return None
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept), float(slope)
+
+
+def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -> tuple[list[TermProposal], float]:
+    """Per-term (idle, target) for the safe point, and the composite's reading there (1.0 unless no term
+    tracks load). See the module docstring for the rule."""
+    total_w = sum(t.weight for t in terms)
+    flat_sum = 0.0
+    track_w = 0.0
+    rough: list[tuple[Term, float, float, bool, str]] = []
+    for t in terms:
+        line = _line(bins, t.metric, 0.5 * safe, safe)
+        if line is None:  # too few bins in the upper half: use everything below the safe point
+            line = _line(bins, t.metric, 0.0, safe)
+        if line is None:
+            rough.append((t, t.idle, t.target, False, "no data below the safe point: catalog values kept"))
+            continue
+        intercept, slope = line
+        low = _line(bins, t.metric, 0.0, 0.5 * safe, min_bins=3)  # history that never ran light: no verdict
+        at_safe = intercept + slope * safe
+        rises = slope > 0 and slope * 0.5 * safe >= MIN_RISE * at_safe
+        saturating = low is not None and low[1] > 0 and slope < SATURATION_RATIO * low[1]
+        if at_safe > 0 and rises and not saturating:
+            idle = min(max(intercept, 0.0), at_safe)
+            rough.append((t, idle, at_safe, True, "tracks load"))
+            track_w += t.weight / total_w
+        elif at_safe > 0:
+            # Flat: its typical value near the safe point (not the line's extrapolation, which may pass 100 %).
+            near = [b.terms[t.metric] for b in bins if 0.5 * safe <= b.load <= safe
+                    and math.isfinite(b.terms.get(t.metric, math.nan))]
+            level = float(np.median(near)) if near else at_safe
+            rough.append((t, 0.0, level, False, "flat below the knee (saturated): reads 1 whenever busy"))
+            flat_sum += t.weight / total_w
+        else:
+            rough.append((t, t.idle, t.target, False, "0 below the knee: catalog target kept (overload alarm)"))
+    # Make the composite read 1.0 at the safe point: the tracking terms make up what the flat ones do not.
+    scale = (1.0 - flat_sum) / track_w if track_w > 0 else 1.0
+    out = []
+    composite = flat_sum
+    for t, idle, at_safe, tracks, note in rough:
+        if tracks and scale > 0:
+            target = idle + (at_safe - idle) / scale
+            composite += (t.weight / total_w) * scale
+        else:
+            target = at_safe if note.startswith("flat") else t.target
+        out.append(TermProposal(metric=t.metric, weight=t.weight, idle=idle, target=target, tracks_load=tracks,
+                                value_at_safe=at_safe, note=note))
+    return out, composite
+
+
+def calibrate(history: History, terms: Sequence[Term], *, slo_s: float,
+              slo_quantile: float = DEFAULT_SLO_QUANTILE, cold_start_s: float = 300.0,
+              growth_quantile: float = 0.5, tolerance: float = HPA_TOLERANCE, bins: int = DEFAULT_BINS,
+              min_requests: float = MIN_BIN_REQUESTS) -> Calibration:
+    """Knee, safe point and proposed targets from ``history`` (see the module docstring)."""
+    table = load_bins(history, bins=bins)
+    warnings: list[str] = []
+    max_load = max((b.load for b in table), default=0.0)
+    knee = find_knee(table, slo_quantile=slo_quantile, min_requests=min_requests)
+    growth = demand_growth(history.deployment_load, step_s=history.demand_step_s or history.step_s,
+                           horizon_s=cold_start_s,
+                           quantile=growth_quantile)
+    if knee is None:
+        warnings.append(f"the P99 never exceeded the SLO ({slo_s:g} s) up to {max_load:.3g} req/s per pod: "
+                        "the knee is above that; run the fleet hotter (a load test) or calibrate a simulation")
+        return Calibration(slo_s=slo_s, slo_quantile=slo_quantile, knee_rps=None, max_load_rps=max_load,
+                           growth=growth, band=1.0, safe_rps=None, bins=tuple(table), warnings=tuple(warnings))
+    # First pass with the plain tolerance tells how much of the composite is flat; the band stretches by it.
+    safe0 = knee / ((1.0 + growth) * (1.0 + tolerance))
+    props, _ = propose_terms(table, terms, safe0)
+    total_w = sum(t.weight for t in terms)
+    flat = sum(p.weight / total_w for p in props if not p.tracks_load and p.note.startswith("flat"))
+    band = 1.0 + tolerance / max(1.0 - flat, 0.25)
+    safe = knee / ((1.0 + growth) * band)
+    props, composite = propose_terms(table, terms, safe)
+    if not any(p.tracks_load for p in props):
+        warnings.append("no term tracks load below the knee: the composite cannot read 1.0 at the safe point; "
+                        f"it reads {composite:.3g} there (use that as the HPA's averageValue)")
+    return Calibration(slo_s=slo_s, slo_quantile=slo_quantile, knee_rps=knee, max_load_rps=max_load, growth=growth,
+                       band=band, safe_rps=safe, bins=tuple(table), terms=tuple(props),
+                       composite_at_safe=composite, warnings=tuple(warnings))

@@ -1,0 +1,137 @@
+"""``calibrate``: find where a Deployment's P99 stops meeting the SLO and propose the composite's targets.
+
+Source: a running Deployment's history in Prometheus / VictoriaMetrics (``--prometheus-url``, ``--namespace``,
+``--deployment``, ``--since``), or a simulated fleet swept through steady loads (``--simulate`` with the
+``simulate`` command's fleet options). Output: a summary on stdout, ``--json`` (the report, with the load
+bins), ``--catalog-out`` (the ``composites:`` entry to paste into your catalog) and ``--plot`` (PNG: per-pod
+load vs the share of slow requests and vs each term, the knee and the safe point marked). Exit code 0 when
+targets were proposed, 1 when the history never reached the knee, 2 on a user error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adapter.cli.backtest import CliError, parse_duration
+from adapter.errors import AdapterError, ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("calibrate", help="find the knee of a Deployment and propose the composite targets",
+                              description=__doc__)
+    src = p.add_argument_group("history from Prometheus / VictoriaMetrics")
+    src.add_argument("--prometheus-url", help="base URL of Prometheus or VictoriaMetrics")
+    src.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
+    src.add_argument("--namespace", help="the Deployment's namespace")
+    src.add_argument("--deployment", help="the Deployment (its pods are <deployment>-<hash>-<suffix>)")
+    src.add_argument("--since", default="7d", help="how far back to read (default 7d)")
+    src.add_argument("--end", type=float, default=None, help="unix time the history ends (default: now)")
+    src.add_argument("--step", default="1m", help="resolution of the history (default 1m)")
+    src.add_argument("--window", default=None,
+                     help="replace every query's rate/latency window (default: the catalog's; e.g. 2m)")
+    src.add_argument("--histogram", default="vllm:e2e_request_latency_seconds",
+                     help="the engine's e2e latency histogram (its _bucket series decide the SLO)")
+    sim = p.add_argument_group("or a simulated fleet (--simulate)")
+    sim.add_argument("--simulate", action="store_true", help="sweep a simulated fleet through steady loads")
+    sim.add_argument("--pod-capacity", type=float, default=40.0, help="requests/s per pod at a full batch")
+    sim.add_argument("--service-time", default="120ms", help="mean request time in a lightly loaded batch")
+    sim.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
+    sim.add_argument("--trace", type=Path, default=None,
+                     help="a trace CSV (the simulate layout) whose demand growth sets the cold-start headroom")
+    cal = p.add_argument_group("what safe means")
+    cal.add_argument("--slo-p99", default="0.8s", help="P99 latency SLO (default 0.8s)")
+    cal.add_argument("--slo-quantile", type=float, default=0.99, help="the SLO's quantile (default 0.99)")
+    cal.add_argument("--cold-start", default="5m",
+                     help="model load + the HPA's delays: the demand growth over this long is the headroom "
+                     "(default 5m: 90-180 s load, 60 s stabilization, a 15 s sync, 30-60 s old metrics)")
+    cal.add_argument("--growth-quantile", type=float, default=0.5,
+                     help="quantile of that growth to absorb without new pods (default 0.5; see README)")
+    cal.add_argument("--tolerance", type=float, default=0.1, help="the HPA controller's tolerance (default 0.1)")
+    p.add_argument("--catalog", type=Path, default=None, help="metric catalog YAML (default: the embedded one)")
+    p.add_argument("--composite", default=None, help="which composite (default: the forecast's base)")
+    p.add_argument("--json", type=Path, default=None, help="write the report here")
+    p.add_argument("--plot", type=Path, default=None, help="write a PNG here")
+    p.add_argument("--catalog-out", type=Path, default=None, help="write the proposed composites: entry here")
+    p.set_defaults(func=run)
+
+
+def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -> Any:
+    from adapter.calibrate.history import open_backend, read_history, simulated_history
+
+    if args.simulate:
+        from adapter.sim.fleet import FleetConfig
+
+        service = parse_duration(args.service_time)
+        config = FleetConfig(capacity_rps=args.pod_capacity, base_service_s=service,
+                             latency_sigma=args.latency_sigma, substep_s=min(0.5, service))
+        demand, demand_step = None, 60.0
+        if args.trace is not None:
+            from adapter.sim.trace import load_trace
+
+            trace = load_trace(args.trace)
+            demand = np.asarray(trace.rates, dtype=np.float64)
+            demand = np.where(trace.good_mask, demand, np.nan)
+            demand_step = trace.step_s
+        return simulated_history(config, terms, slo_s=slo_s, deployment_load=demand, deployment_step_s=demand_step)
+    missing = [f"--{n.replace('_', '-')}" for n in ("prometheus_url", "namespace", "deployment")
+               if not getattr(args, n)]
+    if missing:
+        raise CliError(f"give {', '.join(missing)} (or --simulate)")
+    step = parse_duration(args.step)
+    end = args.end if args.end is not None else time.time()
+    start = end - parse_duration(args.since)
+    if args.window is not None:
+        parse_duration(args.window)
+
+    async def read() -> Any:
+        async with open_backend(args.prometheus_url, backend=args.backend) as client:
+            return await read_history(client, catalog, terms, namespace=args.namespace, deployment=args.deployment,
+                                      start=start, end=end, step_s=step, slo_s=slo_s, window=args.window,
+                                      histogram=args.histogram)
+
+    return asyncio.run(read())
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: targets proposed; 1: the knee was not reached; 2: a user error (one line on stderr)."""
+    from adapter.calibrate.knee import calibrate
+    from adapter.calibrate.report import catalog_snippet, summary, to_dict, write_plot
+    from adapter.settings import load_catalog
+
+    try:
+        catalog = load_catalog(args.catalog)
+        name = args.composite or (catalog.forecast.base if catalog.forecast else None)
+        if name is None or name not in catalog.composites:
+            raise CliError(f"no composite {name!r} in the catalog; give --composite")
+        terms = catalog.composites[name].terms
+        slo_s = parse_duration(args.slo_p99)
+        if not 0.5 <= args.slo_quantile < 1 or not 0 <= args.growth_quantile <= 1 or args.tolerance < 0:
+            raise CliError("--slo-quantile must be in [0.5, 1), --growth-quantile in [0, 1], --tolerance >= 0")
+        history = _history(args, catalog, terms, slo_s)
+        if history.load.size == 0:
+            raise CliError("no history: no pod of the Deployment had load, latency buckets and the terms' series")
+        cal = calibrate(history, terms, slo_s=slo_s, slo_quantile=args.slo_quantile,
+                        cold_start_s=parse_duration(args.cold_start), growth_quantile=args.growth_quantile,
+                        tolerance=args.tolerance)
+    except (CliError, ConfigError, AdapterError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(summary(cal, composite=name))
+    snippet = catalog_snippet(cal, composite=name)
+    if snippet:
+        sys.stdout.write("\n" + snippet)
+    if args.json is not None:
+        args.json.write_text(json.dumps(to_dict(cal, composite=name), indent=2) + "\n", encoding="utf-8")
+    if args.catalog_out is not None and snippet:
+        args.catalog_out.write_text(snippet, encoding="utf-8")
+    if args.plot is not None:
+        write_plot(cal, args.plot, composite=name)
+    return 0 if cal.knee_rps is not None else 1

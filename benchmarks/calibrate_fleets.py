@@ -1,0 +1,125 @@
+"""The shipped example HPA after ``calibrate``, on fleets nobody tuned for, against a clairvoyant's GPU-hours.
+
+For each fleet (pod capacity, service time, model-load time, SLO): ``calibrate --simulate`` proposes the
+composite's targets (with the shared trace's demand growth), then ``python -m adapter simulate`` replays the
+shared trace through the example HPA (``apiservice-manifests/examples/vllm-hpa.yaml``, unchanged) for the
+boosted composite, the reactive composite and GPU-utilization-only. The oracle: pods start instantly and each
+carries exactly the knee load (``ceil(arrivals / knee)`` pods every 5-minute step). ``--fleet reference``
+with the embedded catalog as is (no calibration) reproduces the README's acceptance row.
+
+Usage: python benchmarks/calibrate_fleets.py [--days 3] [--fleet NAME ...]   (~1 minute per fleet per 3 days)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from adapter.calibrate.history import simulated_history
+from adapter.calibrate.knee import calibrate
+from adapter.cli.backtest import parse_duration
+from adapter.settings import load_catalog
+from adapter.sim.fleet import FleetConfig
+from adapter.sim.trace import load_trace
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
+HPA = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
+GPUS_PER_POD = 2  # simulate's default
+
+# name: (pod capacity req/s, service time, load-time range, P99 SLO). The SLO must sit above the idle P99
+# (about 3.4 x the service time at sigma 0.6): a fleet that misses it at zero load has no knee.
+FLEETS: dict[str, tuple[float, str, str, str]] = {
+    "reference": (40.0, "120ms", "90s..180s", "0.8s"),
+    "small-fast-load": (10.0, "120ms", "60s..120s", "0.8s"),
+    "big-slow-load": (80.0, "120ms", "200s..300s", "0.8s"),
+    "slow-model": (40.0, "300ms", "90s..180s", "2s"),
+    "fast-model": (25.0, "60ms", "60s..300s", "0.8s"),
+}
+POLICIES = ("boosted", "composite", "gpu")
+
+
+def _catalog_for(fleet: str, out: Path) -> tuple[Path | None, float]:
+    """Calibrate ``fleet``; the catalog file to simulate with (None = embedded) and the knee (req/s per pod)."""
+    cap, service, _load, slo = FLEETS[fleet]
+    base = load_catalog(None)
+    terms = base.composites["llm_composite_load"].terms
+    cfg = FleetConfig(capacity_rps=cap, base_service_s=parse_duration(service),
+                      substep_s=min(0.5, parse_duration(service)))
+    trace = load_trace(TRACE)
+    demand = np.where(trace.good_mask, np.asarray(trace.rates, dtype=np.float64), np.nan)
+    cal = calibrate(simulated_history(cfg, terms, slo_s=parse_duration(slo), deployment_load=demand,
+                                      deployment_step_s=trace.step_s), terms, slo_s=parse_duration(slo))
+    if cal.knee_rps is None:
+        raise SystemExit(f"{fleet}: no knee: {cal.warnings}")
+    if fleet == "reference":
+        return None, cal.knee_rps
+    doc = yaml.safe_load((REPO / "adapter" / "catalog.yaml").read_text())
+    doc["composites"]["llm_composite_load"]["terms"] = [
+        {"metric": p.metric, "weight": p.weight, "target": round(p.target, 4), "idle": round(p.idle, 4),
+         **({"when_missing": "idle"} if p.metric == "inference_latency_p99_seconds" else {})}
+        for p in cal.terms]
+    path = out / f"{fleet}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path, cal.knee_rps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=float, default=3.0, help="simulated days per fleet (default 3; 14 = all)")
+    parser.add_argument("--fleet", action="append", choices=sorted(FLEETS), help="default: every fleet")
+    args = parser.parse_args(argv)
+    print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for fleet in args.fleet or list(FLEETS):
+            cap, service, load, slo = FLEETS[fleet]
+            catalog, knee = _catalog_for(fleet, Path(tmp))
+            out = Path(tmp) / f"{fleet}.json"
+            cmd = [sys.executable, "-m", "adapter", "simulate", "--trace", str(TRACE), "--hpa", str(HPA),
+                   "--pod-capacity", f"{cap:g}", "--service-time", service, "--load-time", load, "--slo-p99", slo,
+                   "--days", f"{args.days:g}", "--json", str(out), "--workers", "2"]
+            cmd += [x for p in POLICIES for x in ("--policy", p)]
+            if catalog is not None:
+                cmd += ["--catalog", str(catalog)]
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            print(f"  {fleet}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+            doc = json.loads(out.read_text())
+            series = doc["series"]
+            arrivals = np.asarray(series["arrival_rps"], dtype=np.float64)
+            oracle = float(np.sum(np.ceil(arrivals / knee))) * series["step_s"] / 3600.0 * GPUS_PER_POD
+            minutes = round(doc["inputs"]["duration_s"] / 60)
+            by = {p["policy"]: p for p in doc["policies"]}
+            rows.append((fleet, cap, service, load, slo, knee, oracle, minutes, by))
+    print("\n| fleet | capacity | service | load time | SLO | knee | oracle GPU-h | policy | violation minutes | "
+          "GPU-hours | × oracle |")
+    print("|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|")
+    for fleet, cap, service, load, slo, knee, oracle, minutes, by in rows:
+        for p in POLICIES:
+            r = by[p]
+            v = r["slo_violation_minutes"]
+            print(f"| {fleet} | {cap:g} | {service} | {load} | {slo} | {knee:.1f} | {oracle:,.0f} | {p} | "
+                  f"{v:,} ({100 * v / minutes:.1f} %) | {r['gpu_hours']:,.0f} | {r['gpu_hours'] / oracle:.2f} |")
+    print("\nboosted vs composite: violation minutes, GPU-hours")
+    for fleet, *_rest, by in rows:
+        b, c = by["boosted"], by["composite"]
+        fewer = (1 - b["slo_violation_minutes"] / c["slo_violation_minutes"]) if c["slo_violation_minutes"] else (
+            0.0 if b["slo_violation_minutes"] == 0 else -math.inf)
+        print(f"- {fleet}: {100 * fewer:+.0f} % fewer minutes, {100 * (b['gpu_hours'] / c['gpu_hours'] - 1):+.1f} % "
+              "GPU-hours")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

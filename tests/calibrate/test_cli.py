@@ -1,0 +1,52 @@
+"""``python -m adapter calibrate``: the simulated source end to end, and user errors as one line + exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from adapter.__main__ import main
+from adapter.devservers import free_port
+from adapter.settings import parse_catalog
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
+
+
+def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, snippet, plot = tmp_path / "c.json", tmp_path / "c.yaml", tmp_path / "c.png"
+    code = main(["calibrate", "--simulate", "--pod-capacity", "20", "--trace", str(TRACE), "--json", str(out),
+                 "--catalog-out", str(snippet), "--plot", str(plot)])
+    assert code == 0
+    assert "knee:" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert 18 <= report["knee_rps_per_pod"] <= 20 and report["composite_at_safe"] == pytest.approx(1.0)
+    assert report["growth_within_cold_start"] >= 0 and report["hpa_band"] > 1
+    # The snippet drops into the embedded catalog and validates.
+    doc = yaml.safe_load((REPO / "adapter" / "catalog.yaml").read_text())
+    doc["composites"]["llm_composite_load"]["terms"] = yaml.safe_load(snippet.read_text())["composites"][
+        "llm_composite_load"]["terms"]
+    terms = parse_catalog(doc).composites["llm_composite_load"].terms
+    assert [t.metric for t in terms] == ["gpu_utilization_p90", "inference_queue_depth",
+                                         "inference_latency_p99_seconds"]
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["calibrate"], "give --prometheus-url, --namespace, --deployment (or --simulate)"),
+    (["calibrate", "--prometheus-url", "http://127.0.0.1:{port}", "--namespace", "n", "--deployment", "d"],
+     "error: "),
+    (["calibrate", "--simulate", "--slo-quantile", "1.5"], "--slo-quantile"),
+    (["calibrate", "--simulate", "--slo-p99", "fast"], "bad duration"),
+    (["calibrate", "--simulate", "--composite", "nope"], "no composite 'nope'"),
+])
+def test_user_errors_are_one_line_and_exit_2(argv: list[str], needle: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [a.replace("{port}", str(free_port())) for a in argv]  # nothing listens there
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err

@@ -1,0 +1,99 @@
+"""The pure calibration rules: knee, growth headroom, the per-term proposal, the bucket arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from adapter.aggregate import PodValue, fuse
+from adapter.calibrate.history import over_threshold, simulated_history
+from adapter.calibrate.knee import History, LoadBin, calibrate, demand_growth, find_knee, load_bins, propose_terms
+from adapter.settings import Term, load_catalog
+from adapter.sim.fleet import FleetConfig
+
+TERMS = load_catalog(None).composites["llm_composite_load"].terms
+
+
+def lb(load: float, over: float, requests: float = 1000.0, **terms: float) -> LoadBin:
+    return LoadBin(load=load, rows=1, requests=requests, over_fraction=over, terms=dict(terms))
+
+
+def test_knee_interpolates_between_the_last_good_and_the_first_bad_bin() -> None:
+    bins = [lb(10, 0.001), lb(20, 0.005), lb(30, 0.02), lb(40, 0.5)]
+    # 1 % lies a fifth of the way from 0.5 % (20 req/s) to 2 % (30 req/s).
+    assert find_knee(bins) == pytest.approx(20 + 10 * (0.01 - 0.005) / (0.02 - 0.005))
+
+
+def test_one_noisy_bin_or_a_thin_one_does_not_end_the_search() -> None:
+    bins = [lb(10, 0.001), lb(15, 0.03), lb(20, 0.002), lb(25, 0.2, requests=50), lb(30, 0.005), lb(40, 0.1)]
+    knee = find_knee(bins)
+    assert knee is not None and 30 < knee < 40
+
+
+def test_no_knee_when_the_slo_was_always_met_and_the_calibration_says_so() -> None:
+    assert find_knee([lb(10, 0.001), lb(20, 0.002)]) is None
+    rows = np.array([5.0, 10.0, 20.0])
+    history = History(load=rows, requests=rows, over_slo=rows * 0.001, terms={t.metric: rows for t in TERMS},
+                      deployment_load=np.zeros(0), step_s=60.0)
+    cal = calibrate(history, TERMS, slo_s=0.8)
+    assert cal.knee_rps is None and cal.safe_rps is None and not cal.terms
+    assert "never exceeded the SLO" in cal.warnings[0]
+
+
+def test_demand_growth_is_the_quantile_of_the_peak_ahead_over_now() -> None:
+    # Doubling once every 4 steps, flat otherwise: with a 1-step horizon 1 in 4 origins sees +100 %.
+    d = np.array([1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 8], dtype=float)
+    assert demand_growth(d, step_s=60, horizon_s=60, quantile=0.5) == 0.0
+    assert demand_growth(d, step_s=60, horizon_s=60, quantile=1.0) == pytest.approx(1.0)
+    # A horizon shorter than the step still looks one step ahead (a window's rate can arrive at once).
+    assert demand_growth(d, step_s=600, horizon_s=300, quantile=1.0) == pytest.approx(1.0)
+    # Falling demand is no growth.
+    assert demand_growth(d[::-1].copy(), step_s=60, horizon_s=120, quantile=0.9) == 0.0
+
+
+def test_proposal_makes_the_composite_read_one_at_the_safe_point_and_grow_with_load() -> None:
+    """GPU flat at 100, queue 0 below the knee, latency 0.4 + 0.005 x load: the latency term carries the load."""
+    bins = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0,
+               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    props, composite = propose_terms(bins, TERMS, safe=30.0)
+    by = {p.metric: p for p in props}
+    assert composite == pytest.approx(1.0)
+    assert not by["gpu_utilization_p90"].tracks_load and by["gpu_utilization_p90"].target == pytest.approx(100.0)
+    assert not by["inference_queue_depth"].tracks_load and by["inference_queue_depth"].target == 8.0
+    lat = by["inference_latency_p99_seconds"]
+    assert lat.tracks_load and lat.idle == pytest.approx(0.4)
+    terms = [Term(p.metric, p.weight, p.target, p.idle, "idle" if p.metric.startswith("inference_l") else "omit_pod")
+             for p in props]
+
+    def composite_at(load: float) -> float:
+        comps = {"gpu_utilization_p90": {"p": PodValue(100.0, 0, 1)}, "inference_queue_depth": {"p": PodValue(0, 0, 1)},
+                 "inference_latency_p99_seconds": {"p": PodValue(0.4 + 0.005 * load, 0, 1)}}
+        return fuse(terms, comps)["p"].value
+
+    assert composite_at(30.0) == pytest.approx(1.0)
+    # Below the safe point it tracks load (the GPU term is a constant 0.4 of a busy pod): 0.4 + 0.6 x load/safe.
+    assert composite_at(15.0) == pytest.approx(0.7) and composite_at(36.0) == pytest.approx(1.12)
+
+
+def test_over_threshold_is_exact_on_a_bucket_bound_and_linear_inside_a_bucket() -> None:
+    bounds = [0.5, 1.0, 2.0]
+    cumulative = [50.0, 90.0, 99.0, 100.0]
+    assert over_threshold(bounds, cumulative, 1.0) == pytest.approx(10.0)
+    assert over_threshold(bounds, cumulative, 1.5) == pytest.approx(100 - (90 + 0.5 * 9))
+    assert over_threshold(bounds, cumulative, 5.0) == pytest.approx(1.0)  # only +Inf is above the last bound
+    assert over_threshold(bounds, cumulative, 0.25) == pytest.approx(75.0)
+
+
+def test_simulated_sweep_finds_the_fluid_fleets_knee_at_its_capacity() -> None:
+    """In the fluid fleet the P99 at a full batch (0.61 s here) is under a 0.8 s SLO, so the SLO breaks only
+    when the queue forms, at capacity: the knee must be within a bin of it."""
+    cfg = FleetConfig(capacity_rps=20.0, base_service_s=0.12, substep_s=0.12)
+    history = simulated_history(cfg, TERMS, slo_s=0.8, levels=26, hold_s=60.0, measure_s=30.0)
+    cal = calibrate(history, TERMS, slo_s=0.8)
+    assert cal.knee_rps is not None and 0.9 * 20 <= cal.knee_rps <= 20.0
+    assert cal.safe_rps is not None and cal.safe_rps < cal.knee_rps
+    assert cal.composite_at_safe == pytest.approx(1.0)
+    assert [b.load for b in load_bins(history)] == sorted(b.load for b in cal.bins)
+    assert all(math.isfinite(b.over_fraction) for b in cal.bins)
