@@ -214,9 +214,10 @@ class PrometheusProvider:
             return []
         boost = self._boost(key_for_pods(namespace, pods), info.metric)
         reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
-        return [self._sample(ObjectRef("Pod", "/v1", pod, namespace), info.metric,
-                             _times(reading.values[pod], boost), metric_selector)
-                for pod in pods if pod in reading.values]
+        window, values, metric = self.window_s(info.metric), reading.values, info.metric  # once, not per pod
+        return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts,
+                             pv.value if boost == 1.0 else pv.value * boost, window, metric_selector)
+                for pod in pods if (pv := values.get(pod)) is not None]
 
     # -- forecast ----------------------------------------------------------------------------------
     def _base(self, metric: str) -> str:
