@@ -168,6 +168,14 @@ class PrometheusProvider:
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         return MetricReading(metric, values, queries, {}, composite=fused, age_s=age)
 
+    def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None:
+        """How old the stored data behind ``metric`` in ``namespace`` is (the oldest of its catalog metrics);
+        None when the store is off or does not hold it."""
+        if self.store is None or not (self.knows(metric) and metric not in self._forecast_resources):
+            return None
+        fresh = [self.store.peek((namespace, n, metric_selector)) for n in self._names(metric)]
+        return None if any(f is None for f in fresh) else max(f.age_s for f in fresh if f is not None)
+
     async def start(self) -> None:
         if self.store is not None:
             self.store.start()
