@@ -49,12 +49,15 @@ class StoreConfig:
       never sees data older than one scrape plus one refresh.
     - ``max_staleness_s``: a value older than this is never served (503 instead). Default two refreshes:
       one failed refresh is tolerated, two are an outage.
-    - ``max_keys``: cap on the keys refreshed. ``idle_s``: a key not asked for this long is dropped.
+    - ``max_keys``: cap on the keys refreshed, so on the backend load: at most ``max_keys / refresh_s``
+      queries/s (333/s by default; a cluster needs about (namespaces with HPAs) × (catalog metrics they
+      read, 3 for the composite) keys). ``idle_s``: a key not asked for this long is dropped (1 h, as the
+      forecast's ``forget_after``: an HPA deleted an hour ago is gone, one paused for a minute is not).
     """
 
     refresh_s: float = 15.0
     max_staleness_s: float = 30.0
-    max_keys: int = 10_000
+    max_keys: int = 5_000
     idle_s: float = 3600.0
 
 

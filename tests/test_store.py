@@ -12,20 +12,23 @@ import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib import resources
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from adapter.aggregate import combine
 from adapter.api.quantity import parse_quantity
 from adapter.api.selectors import EVERYTHING, parse_selector
+from adapter.errors import ConfigError
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings, load_catalog, parse_catalog
 from adapter.store import StoreConfig
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import KINDS, TestBackend, start_backend
@@ -180,6 +183,18 @@ def test_a_burst_for_a_new_key_sends_one_backend_query(own_backend: TestBackend)
         for _ in range(20):
             assert httpx.get(url + path(ns, "inference_queue_depth"), timeout=30).status_code == 200
         assert query_count(own_backend) - before == 1
+        # /metrics shows each key's data age and refresh duration; explain says how old the served values are.
+        text = httpx.get(url + "/metrics", timeout=30).text
+        key = f'namespace="{ns}",metric="inference_queue_depth",selector=""'
+        ages = [float(line.split()[-1]) for line in text.splitlines()
+                if line.startswith(f"llm_hpa_adapter_store_data_age_seconds{{{key}}}")]
+        assert len(ages) == 1 and 0 <= ages[0] < 1200
+        assert f"llm_hpa_adapter_store_refresh_duration_seconds{{{key}}}" in text
+        assert 'llm_hpa_adapter_store_events_total{event="hit"}' in text
+        ex = httpx.get(url + "/explain", params={"namespace": ns, "metric": "inference_queue_depth",
+                                                 "selector": "app=web"}, timeout=30)
+        assert ex.status_code == 200, ex.text
+        assert 0 <= ex.json()["data_age_s"] < 1200
 
 
 def _served_at(item: dict[str, Any]) -> float:
@@ -222,3 +237,34 @@ def test_a_value_never_outlives_max_staleness_then_recovers(own_backend: TestBac
         items = r.json()["items"]
         assert {i["describedObject"]["name"]: parse_quantity(i["value"]) for i in items} == values
         assert all(time.time() - _served_at(i) <= config.max_staleness_s + 1.0 for i in items)
+
+
+def _catalog_doc() -> dict[str, Any]:
+
+
+    return yaml.safe_load(resources.files("adapter").joinpath("catalog.yaml").read_text())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("section", "want"), [
+    ({"refresh": "15s", "max_staleness": "30s", "max_keys": 5000, "idle": "1h"}, StoreConfig()),
+    ({"refresh": "500ms"}, StoreConfig(refresh_s=0.5, max_staleness_s=1.0)),   # staleness: two refreshes
+    ({}, StoreConfig()),
+    (False, None),
+])
+def test_the_catalog_store_section(section: Any, want: StoreConfig | None) -> None:
+    doc = _catalog_doc()
+    doc["store"] = section
+    assert parse_catalog(doc).store == want
+
+
+@pytest.mark.parametrize(("section", "words"), [
+    ({"refresh": "soon"}, "store.refresh"),
+    ({"refresh": "30s", "max_staleness": "10s"}, "store.max_staleness"),
+    ({"max_keys": 0}, "store.max_keys"),
+    ({"ttl": "1s"}, "unknown keys"),
+])
+def test_bad_store_sections_name_the_key(section: Any, words: str) -> None:
+    doc = _catalog_doc()
+    doc["store"] = section
+    with pytest.raises(ConfigError, match=words):
+        parse_catalog(doc)
