@@ -14,6 +14,7 @@ HPAs or requests. Contract:
 - A key not asked for during ``idle_s`` is dropped. At most ``max_keys`` keys are kept: past the cap a new
   key is answered by a direct (single-flight) load and not registered, so no caller can make the adapter
   refresh unboundedly many keys.
+- A failed refresh is retried halfway to the value's expiry while it still serves, then once per interval.
 - Refreshes of a key fire ``refresh_s`` after its previous refresh started, so keys keep the phase of the
   moment they were first asked for: HPAs' first polls are spread over their own sync period, and so are the
   refreshes (no thundering herd every ``refresh_s``).
@@ -225,6 +226,13 @@ class Store(Generic[K, V]):
         except Exception:
             self.counters.failures += 1
             log.warning("store %s: refreshing %s failed: %s", self.name, self._describe(key), entry.error)
+            # While the value still serves, try again halfway to its expiry rather than one interval later
+            # (that would be exactly when it expires): a single slow answer must not become a 503. Once it
+            # has expired (an outage), back to one try per interval, so a sick backend gets no extra load.
+            now = self.monotonic()
+            left = entry.loaded + self.config.max_staleness_s - now
+            if left > 0:
+                entry.due = min(entry.due, now + max(left / 2, 0.5))
 
     async def _tick(self) -> None:
         now = self.monotonic()
