@@ -15,9 +15,9 @@ HPAs or requests. Contract:
   key is answered by a direct (single-flight) load and not registered, so no caller can make the adapter
   refresh unboundedly many keys.
 - A failed refresh is retried halfway to the value's expiry while it still serves, then once per interval.
-- Refreshes of a key fire ``refresh_s`` after its previous refresh started, so keys keep the phase of the
-  moment they were first asked for: HPAs' first polls are spread over their own sync period, and so are the
-  refreshes (no thundering herd every ``refresh_s``).
+- Refreshes of a key fire ``refresh_s`` after its previous refresh started; each key's phase is set by a hash
+  of the key when it is first asked for, so keys asked for at the same moment still refresh spread over the
+  interval (no thundering herd every ``refresh_s``).
 
 The loader receives the evaluation time (wall clock, the injected ``clock``) and must return a value computed
 for it; CPU-heavy work inside a loader belongs in a thread (``asyncio.to_thread``), not on the event loop.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -146,7 +147,7 @@ class Store(Generic[K, V]):
                 if entry.value is None and self._entries.get(key) is entry:
                     del self._entries[key]   # never loaded: the next request tries again directly
                 raise
-            self._schedule(entry)
+            self._schedule(key, entry)
         elif entry.value is None:         # registered, its first load still in flight: share it
             assert entry.flight is not None
             await asyncio.shield(entry.flight)
@@ -216,8 +217,14 @@ class Store(Generic[K, V]):
             flight.add_done_callback(lambda _: self._overflow.pop(key, None))
         return await asyncio.shield(flight)
 
-    def _schedule(self, entry: _Entry[V]) -> None:
-        entry.due = entry.loaded + self.config.refresh_s
+    def _schedule(self, key: K, entry: _Entry[V]) -> None:
+        """The first refresh of a new key: between half an interval and one and a half after its first
+        load, at a point fixed by the key's hash (always before the value expires). Keys first asked for
+        together (an adapter restart, a burst of new HPAs) then refresh spread over the whole interval
+        instead of all at once."""
+        refresh, staleness = self.config.refresh_s, self.config.max_staleness_s
+        phase = zlib.crc32(repr(key).encode()) / 2**32
+        entry.due = entry.loaded + min(refresh * (0.5 + phase), max(refresh / 2, staleness - refresh / 4))
 
     async def _refresh(self, key: K, entry: _Entry[V]) -> None:
         try:
