@@ -29,7 +29,7 @@ from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope
 from adapter.settings import Settings, load_catalog, parse_catalog
-from adapter.store import StoreConfig
+from adapter.store import Store, StoreConfig
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import KINDS, TestBackend, start_backend
 from tests.support.fleet_data import PodSpec, build, expected
@@ -273,3 +273,23 @@ def test_bad_store_sections_name_the_key(section: Any, words: str) -> None:
     doc["store"] = section
     with pytest.raises(ConfigError, match=words):
         parse_catalog(doc)
+
+
+def test_keys_asked_for_together_refresh_spread_over_the_interval() -> None:
+    """The refresh phase of a key comes from its hash, not from the moment it was first asked for."""
+    now = [1000.0]
+
+    async def main() -> None:
+        async def value_of(key: str, at: float) -> str:
+            return key
+
+        store: Store[str, str] = Store("t", value_of, StoreConfig(refresh_s=15, max_staleness_s=30),
+                                       monotonic=lambda: now[0])
+        for i in range(200):
+            assert (await store.get(f"ns-{i}")).value == f"ns-{i}"
+        dues = sorted(e.due - now[0] for e in store._entries.values())
+        assert dues[0] >= 7.5 and dues[-1] <= 22.5           # within [0.5, 1.5] intervals, before expiry at 30 s
+        assert sum(d < 15 for d in dues) in range(60, 141)   # about half in each half of the span
+        await store.close()
+
+    asyncio.run(main())
