@@ -31,7 +31,7 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from adapter.errors import AdapterError, UpstreamError
 from adapter.tasks import BackgroundLoop
@@ -266,12 +266,15 @@ class Store(Generic[K, V]):
         self._loop.start()
 
     async def close(self) -> None:
+        """Stop refreshing: the loop, the refreshes under way and any load still in flight."""
         await self._loop.stop()
-        for task in list(self._running):
+        pending: list[asyncio.Future[Any]] = [*self._running, *self._overflow.values()]
+        pending += [e.flight for e in self._entries.values() if e.flight is not None]
+        for task in pending:
             task.cancel()
-        for task in list(self._running):
+        for task in pending:
             try:
                 await task
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, Exception):   # a load failing as it stops is no news
                 pass
         self._running.clear()
