@@ -15,6 +15,8 @@ HPAs or requests. Contract:
   key is answered by a direct (single-flight) load and not registered, so no caller can make the adapter
   refresh unboundedly many keys.
 - A failed refresh is retried halfway to the value's expiry while it still serves, then once per interval.
+- ``refresh_soon(key, absent)``: a caller that found parts (pods) missing moves the key's refresh to the next
+  tick, once per part, so a new pod does not wait a whole interval.
 - Refreshes of a key fire ``refresh_s`` after its previous refresh started; each key's phase is set by a hash
   of the key when it is first asked for, so keys asked for at the same moment still refresh spread over the
   interval (no thundering herd every ``refresh_s``).
@@ -29,8 +31,8 @@ import asyncio
 import logging
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from adapter.errors import AdapterError, UpstreamError
@@ -40,6 +42,7 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 log = logging.getLogger(__name__)
+_MAX_MISSING = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ class _Entry(Generic[V]):
     used: float = 0.0               # monotonic time of the last ``get``
     refresh_s: float = 0.0          # how long the last successful load took
     error: str = ""                 # the last refresh's failure, "" after a success
+    missing: set[Hashable] = field(default_factory=set)   # parts already asked for and found absent
     flight: asyncio.Future[None] | None = None
 
 
@@ -160,6 +164,22 @@ class Store(Generic[K, V]):
                                 f"older than the {self.config.max_staleness_s:g}s allowed{why}")
         self.counters.hits += 1
         return Fresh(entry.value, entry.at, age)
+
+    def refresh_soon(self, key: K, absent: Iterable[Hashable]) -> None:
+        """A caller found ``absent`` parts (e.g. pods) missing from the key's value: refresh it at the next tick
+        (not on this request's path) if any of them was not already known to be missing, so a new pod shows up
+        within about a second rather than an interval. Parts that stay absent (a pod without data) do not ask
+        again: each part costs at most one early refresh."""
+        entry = self._entries.get(key)
+        if entry is None or entry.value is None:
+            return
+        new = [a for a in absent if a not in entry.missing]
+        if not new:
+            return
+        if len(entry.missing) > _MAX_MISSING:   # bounded; forgetting only costs one more early refresh each
+            entry.missing.clear()
+        entry.missing.update(new)
+        entry.due = min(entry.due, self.monotonic())
 
     def peek(self, key: K) -> Fresh[V] | None:
         """The key's value without counting a use or loading (explain, tests); None when absent."""

@@ -22,7 +22,7 @@ import yaml
 from adapter.aggregate import PodValue, combine, fuse
 from adapter.api.quantity import parse_quantity
 from adapter.api.selectors import EVERYTHING, parse_selector
-from adapter.errors import ConfigError
+from adapter.errors import ConfigError, NotFound
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
@@ -291,5 +291,39 @@ def test_keys_asked_for_together_refresh_spread_over_the_interval() -> None:
         assert dues[0] >= 7.5 and dues[-1] <= 22.5           # within [0.5, 1.5] intervals, before expiry at 30 s
         assert sum(d < 15 for d in dues) in range(60, 141)   # about half in each half of the span
         await store.close()
+
+    asyncio.run(main())
+
+
+def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(prometheus: TestBackend,
+                                                                            unique_ns: str) -> None:
+    now = float(int(time.time()) - 30)
+    prometheus.load(build(unique_ns, fleet(unique_ns, 2), now))
+    info = MetricInfo("pods", "gpu_utilization_p90", True)
+
+    def pod(name: str) -> ObjectRef:
+        return ObjectRef("Pod", "/v1", name, unique_ns)
+
+    async def main() -> None:
+        # No regular refresh during the test: whatever refreshes is the early one.
+        async with provider_for(prometheus, StoreConfig(refresh_s=600, max_staleness_s=1200)) as provider:
+            store = provider.store
+            assert store is not None
+            first = await provider.get_metric_by_name(pod("web-6f7d8c9b5-p0"), info, EVERYTHING)
+            new = PodSpec("web-6f7d8c9b5-new", gpus=2, layout="honor", labels={"app": "web"})
+            prometheus.load(build(unique_ns, [new], now))
+            with pytest.raises(NotFound):   # not in the namespace's values yet: asks for an early refresh
+                await provider.get_metric_by_name(pod(new.name), info, EVERYTHING)
+            await asyncio.sleep(1.5)
+            got = await provider.get_metric_by_name(pod(new.name), info, EVERYTHING)
+            assert got.value == expected(new, "gpu_utilization_p90") and store.counters.refreshes == 1
+            # A pod that never has data costs one early refresh, not one per request.
+            for _ in range(3):
+                with pytest.raises(NotFound):
+                    await provider.get_metric_by_name(pod("web-6f7d8c9b5-nodata"), info, EVERYTHING)
+                await asyncio.sleep(1.2)
+            assert store.counters.refreshes == 2
+            again = await provider.get_metric_by_name(pod("web-6f7d8c9b5-p0"), info, EVERYTHING)
+            assert again.value == first.value
 
     asyncio.run(main())

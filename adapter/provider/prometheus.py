@@ -155,9 +155,14 @@ class PrometheusProvider:
             fresh = list(await asyncio.gather(*(store.get(k) for k in keys)))
         wanted = scope.pods
         per_metric: dict[str, dict[str, PodValue]] = {}
-        for n, f in zip(names, fresh, strict=True):
+        for key, n, f in zip(keys, names, fresh, strict=True):
             values = f.value.values
-            per_metric[n] = dict(values) if wanted is None else {p: values[p] for p in wanted if p in values}
+            if wanted is None:
+                per_metric[n] = dict(values)
+                continue
+            per_metric[n] = {p: values[p] for p in wanted if p in values}
+            if len(per_metric[n]) < len(wanted):   # a new pod may have data since the last refresh
+                store.refresh_soon(key, [p for p in wanted if p not in values])
         queries = {n: f.value.query for n, f in zip(names, fresh, strict=True)}
         age = max(f.age_s for f in fresh)
         if metric in self.catalog.metrics:
