@@ -74,13 +74,17 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
             pods = pod_source or make_pod_source(settings, client, clock)
             await pods.start()
             forecasts = None
+            app.state.provider = None
             if settings.catalog.forecast is not None:
                 forecasts = ForecastService(settings.catalog.forecast, settings.catalog, client, clock,
                                             tick_s=settings.forecast_tick_s, observer=obs)
                 obs.watch_forecasts(forecasts)
                 forecasts.start()
             try:
-                prov = PrometheusProvider(settings.catalog, client, pods, clock, forecasts, observer=obs)
+                prov = PrometheusProvider(settings.catalog, client, pods, clock, forecasts, observer=obs,
+                                          store=settings.catalog.store)
+                await prov.start()
+                obs.watch_store(prov.store)
                 app.state.forecasts = forecasts
                 app.state.provider = prov
                 app.state.client = client
@@ -90,6 +94,8 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
             finally:
                 if forecasts is not None:
                     await forecasts.close()
+                if app.state.provider is not None:
+                    await app.state.provider.close()
                 await pods.close()
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)

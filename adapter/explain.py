@@ -123,6 +123,7 @@ class Explanation:
     forecast: ForecastExplanation | None = None
     hpa: HPAExplanation | None = None
     problems: list[str] = field(default_factory=list)
+    data_age_s: float | None = None       # age of the served values (the value store's data), None = not stored
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; non-finite numbers become null."""
@@ -200,7 +201,8 @@ def build(*, catalog: Catalog, namespace: str, metric: str, base: str, pods: Seq
           reading: MetricReading | None, raw: Mapping[str, list[Sample]], raw_promql: Mapping[str, str],
           served: Mapping[str, float], boost: float, forecast: ForecastExplanation | None,
           selector: str | None = None, deployment: str | None = None, object_value: float | None = None,
-          hpa: HPAExplanation | None = None, problems: Sequence[str] = ()) -> Explanation:
+          hpa: HPAExplanation | None = None, problems: Sequence[str] = (),
+          data_age_s: float | None = None) -> Explanation:
     """Assemble the explanation from what the provider answered (pure)."""
     problems = list(problems)
     if reading is not None:
@@ -258,7 +260,7 @@ def build(*, catalog: Catalog, namespace: str, metric: str, base: str, pods: Seq
                        raw_queries=dict(raw_promql),
                        object_value=object_value,
                        object_quantity=quantity(object_value) if object_value is not None else None,
-                       forecast=forecast, hpa=hpa, problems=problems)
+                       forecast=forecast, hpa=hpa, problems=problems, data_age_s=data_age_s)
 
 
 def explain_forecast(key: WorkloadKey, state: ForecastState | None, boost: float,
@@ -397,7 +399,7 @@ async def explain(provider: PrometheusProvider, *, namespace: str, metric: str, 
     return build(catalog=catalog, namespace=namespace, metric=metric, base=base, pods=pods, reading=reading,
                  raw=raw, raw_promql=raw_promql, served=served, boost=boost, forecast=forecast,
                  selector=selector, deployment=deployment, object_value=object_value, hpa=hpa_part,
-                 problems=problems)
+                 problems=problems, data_age_s=provider.data_age(namespace, base))
 
 
 async def _by_name(provider: PrometheusProvider, obj: ObjectRef, resource: str,
@@ -434,6 +436,8 @@ def renderables(ex: Explanation) -> list[RenderableType]:
     target = f"Deployment {ex.deployment}" if ex.deployment else f"selector {ex.selector}"
     out.append(Text(f"{ex.metric} for {target} in namespace {ex.namespace}"
                     + (f" (reads {ex.base_metric})" if ex.base_metric != ex.metric else ""), style="bold"))
+    if ex.data_age_s is not None:
+        out.append(Text(f"served values are {ex.data_age_s:.1f} s old (the value store's latest refresh)"))
     if ex.queries or ex.raw_queries:
         q = Table(title="PromQL sent (one query per metric for all the pods)", show_lines=True, expand=False)
         q.add_column("metric")

@@ -9,7 +9,9 @@ into the edges through small hooks, each a plain method:
 - ``request(route, version, code, seconds)`` and ``unknown_metric(metric, resource)``: the HTTP middleware;
 - ``composite_read(namespace, metric, values, scope_pods)``: ``PrometheusProvider.read`` for composites;
 - ``fitted``, ``history_pulled``, ``failed``: ``ForecastService``;
-- ``watch_forecasts(service)``: per-workload series are read from the service's memory at scrape time.
+- ``watch_forecasts(service)``: per-workload series are read from the service's memory at scrape time;
+- ``watch_store(store)``: the value store's keys (age of the data served, refresh duration) and counters,
+  read from its memory at scrape time (at most the store's ``max_keys`` keys).
 
 Cardinality is bounded by construction: label values are either fixed sets (route, version, outcome,
 model, reason, stage), catalog names, or live objects that expire: a pod's series disappear ``pod_ttl_s``
@@ -24,7 +26,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -32,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from adapter.aggregate import CompositeValue
 from adapter.forecast.metrics import wape
 from adapter.settings import Catalog
+from adapter.store import Store
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of
 
 PREFIX = "llm_hpa_adapter_"
@@ -164,6 +168,7 @@ class Observability:
         self._issued: dict[WorkloadKey, list[Issued]] = {}
         self._accuracy: dict[WorkloadKey, _Accuracy] = {}
         self._forecasts: ForecastService | None = None
+        self._store: Store[Any, Any] | None = None
 
     # -- exposition --------------------------------------------------------------------------------
     def exposition(self) -> bytes:
@@ -247,6 +252,10 @@ class Observability:
         return list(self._pods.values())
 
     # -- forecasts ---------------------------------------------------------------------------------
+    def watch_store(self, store: Store[Any, Any] | None) -> None:
+        """Export the value store's state (``adapter/store.py``) at every scrape."""
+        self._store = store
+
     def watch_forecasts(self, service: ForecastService) -> None:
         """Export the per-workload series of ``service`` (read from its memory at scrape time)."""
         self._forecasts = service
@@ -334,6 +343,14 @@ _FAMILIES = (
     ("workload_boost", "gauge", "The boost applied to the workload now (1 = none)"),
     ("forecast_age_seconds", "gauge", "Seconds since the end of the history the latest forecast was fit on"),
     ("forecast_stale", "gauge", "1 if the workload's forecast is too old to be used"),
+    ("store_keys", "gauge", "Keys the value store keeps and refreshes in the background"),
+    ("store_data_age_seconds", "gauge",
+     "Age of the data the store serves for the key: seconds since the evaluation it came from"),
+    ("store_refresh_duration_seconds", "gauge", "How long the key's latest successful refresh took"),
+    ("store_refresh_failing", "gauge", "1 if the key's latest refresh failed"),
+    ("store_events_total", "counter",
+     "Store events: hit (answered from memory), miss (first request, direct query), overflow (past max_keys, "
+     "direct query), stale (refused: older than max_staleness), refresh, failure, dropped (idle)"),
     ("forecast_info", "gauge",
      "The model selected for the workload and the forecast's state (ok, pending, or why the boost is 1)"),
     ("forecast_error_ratio", "summary",
@@ -342,6 +359,10 @@ _FAMILIES = (
      "Scored forecasts whose peak fell short of the real peak over the horizon"),
     ("forecast_last_error_ratio", "gauge", "WAPE of the latest scored forecast"),
 )
+
+
+_EVENTS = {"hits": "hit", "misses": "miss", "overflow": "overflow", "stale": "stale", "refreshes": "refresh",
+           "failures": "failure", "dropped": "dropped"}
 
 
 def _computed_text(obs: Observability) -> str:
@@ -386,6 +407,22 @@ def _computed_text(obs: Observability) -> str:
             add("forecast_error_ratio", wl, acc.error_sum, "_sum")
             add("forecast_under_forecasts_total", wl, float(acc.under))
             add("forecast_last_error_ratio", wl, acc.last_error)
+    store = obs._store
+    if store is not None:
+        lines["store_keys"].append(f"{PREFIX}store_keys {float(len(store))!r}")
+        for ks in store.keys():
+            if not isinstance(ks.key, tuple) or len(ks.key) != 3:
+                continue
+            namespace, metric, selector = ks.key
+            labels = _labels(namespace=namespace, metric=metric, selector=str(selector))
+            if ks.age_s is not None:
+                add("store_data_age_seconds", labels, ks.age_s)
+                add("store_refresh_duration_seconds", labels, ks.refresh_seconds)
+            add("store_refresh_failing", labels, 1.0 if ks.error else 0.0)
+        counters = store.counters
+        for f in fields(counters):
+            lines["store_events_total"].append(
+                f'{PREFIX}store_events_total{{event="{_EVENTS[f.name]}"}} {float(getattr(counters, f.name))!r}')
     out = []
     for name, kind, help_text in _FAMILIES:
         out.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")

@@ -17,6 +17,7 @@ import yaml
 
 from adapter.backend_access import BackendAccess, Flavour
 from adapter.errors import ConfigError
+from adapter.store import StoreConfig
 
 Reduce = Literal["p90", "sum", "max", "mean", "min", "any_nonzero"]
 Combine = Literal["mean", "sum", "max"]
@@ -144,6 +145,7 @@ class Catalog:
     composites: dict[str, CompositeDef]
     cache_ttl_seconds: float = 0.0
     forecast: ForecastDef | None = None
+    store: StoreConfig | None = StoreConfig()   # None: every request queries the backend (``store: false``)
 
     def names(self) -> list[str]:
         return sorted([*self.metrics, *self.composites])
@@ -349,10 +351,38 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
                        max_workloads=ints["max_workloads"])
 
 
+def _parse_store(raw: Any) -> StoreConfig | None:
+    """The ``store`` section: ``false`` turns the store off; absent keys take ``StoreConfig``'s defaults
+    (``max_staleness`` defaults to two refresh intervals of the refresh given)."""
+    if raw is False:
+        return None
+    entry = _mapping(raw if raw is not None else {}, "store")
+    unknown = set(entry) - {"refresh", "max_staleness", "max_keys", "idle"}
+    _require(not unknown, "store", f"unknown keys {sorted(unknown)}")
+    seconds: dict[str, float] = {}
+    for key in ("refresh", "max_staleness", "idle"):
+        if key in entry:
+            try:
+                seconds[key] = duration_seconds(str(entry[key]))
+            except ValueError as exc:
+                raise ConfigError(f"store.{key}: {exc}") from None
+            _require(seconds[key] > 0, f"store.{key}", "must be > 0")
+    default = StoreConfig()
+    refresh = seconds.get("refresh", default.refresh_s)
+    staleness = seconds.get("max_staleness", 2 * refresh)
+    _require(staleness >= refresh, "store.max_staleness", "must be at least one refresh interval")
+    max_keys = entry.get("max_keys", default.max_keys)
+    _require(isinstance(max_keys, int) and not isinstance(max_keys, bool) and max_keys >= 1, "store.max_keys",
+             "an integer >= 1")
+    return StoreConfig(refresh_s=refresh, max_staleness_s=staleness, max_keys=int(max_keys),
+                       idle_s=seconds.get("idle", default.idle_s))
+
+
 def parse_catalog(doc: Any) -> Catalog:
     """Validate a catalog document (the parsed YAML). Raises ConfigError naming the bad entry."""
     root = _mapping(doc, "catalog")
-    unknown = set(root) - {"layouts", "gpu_labels", "metrics", "composites", "cache_ttl_seconds", "forecast"}
+    unknown = set(root) - {"layouts", "gpu_labels", "metrics", "composites", "cache_ttl_seconds", "forecast",
+                           "store"}
     _require(not unknown, "catalog", f"unknown keys {sorted(unknown)}")
     raw_layouts = root.get("layouts")
     _require(isinstance(raw_layouts, list) and len(raw_layouts) > 0, "layouts", "required, a non-empty list")
@@ -372,7 +402,8 @@ def parse_catalog(doc: Any) -> Catalog:
              "a number >= 0")
     forecast = _parse_forecast(root["forecast"], composites, layout_names) if root.get("forecast") else None
     catalog = Catalog(layouts=tuple(layouts), gpu_labels=tuple(gpu_labels), metrics=metrics,
-                      composites=composites, cache_ttl_seconds=float(ttl), forecast=forecast)
+                      composites=composites, cache_ttl_seconds=float(ttl), forecast=forecast,
+                      store=_parse_store(root.get("store", {})))
     names = catalog.names()
     for extra in catalog.forecast_names():
         _require(extra not in names, "forecast", f"{extra!r} is also the name of a metric or composite")

@@ -35,9 +35,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def catalog_with_ttl(ttl: float) -> str:
-    """A copy of the embedded catalog with another answer-cache TTL (0 = every request queries the backend)."""
+    """A copy of the embedded catalog with another answer-cache TTL (0 = every request queries the backend)
+    and the value store off: this script measures the per-request query path (benchmarks/hpa_like.py: the
+    store, as HPAs see it)."""
     text = (ROOT / "adapter" / "catalog.yaml").read_text()
     text = re.sub(r"(?m)^cache_ttl_seconds: .*$", f"cache_ttl_seconds: {ttl:g}", text)
+    text = re.sub(r"(?ms)^store:\n(  .*\n)+", "store: false\n", text)
     path = Path(tempfile.mkdtemp()) / "catalog.yaml"
     path.write_text(text)
     return str(path)

@@ -33,7 +33,8 @@ def test_concurrent_identical_requests_share_one_query_and_the_ttl_expires() -> 
         now = float(int(time.time()) - 30)
         pods = [PodSpec(f"web-6f7d8c9b5-p{i}", gpus=8, layout="honor", labels={"app": "web"}) for i in range(20)]
         backend.load(build("co", pods, now))
-        catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=2.0)
+        # The store off: this is about the client's own sharing and answer cache (tests/test_store.py: the store).
+        catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=2.0, store=None)
         settings = Settings(prometheus_url=backend.url, pod_source="prometheus", catalog=catalog)
         path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/co/pods/%2A/llm_composite_load?labelSelector=app%3Dweb"
         with running_adapter(settings, clock=lambda: now) as url:

@@ -10,8 +10,11 @@
   leaves them out: the HPA averages every item it gets, and a pod on its way out still has a queue and GPU
   series for a while (kube-state-metrics docs/metrics/workload/pod-metrics.md names both series).
 
-Answers are kept for ``ttl_s`` seconds (default 10, below the HPA's 15 s sync period): pod membership
-changes far more slowly than metric values, and this keeps the request path at one metric query.
+Pod membership is kept per namespace in a background-refreshed snapshot (``adapter/store.py``): the labels of
+every pod (``kube_pod_labels``) and the ReplicaSet/Deployment ownership (``kube_replicaset_owner`` and
+``kube_pod_owner``), each one query per namespace per ``ttl_s`` (default 10 s, below the HPA's 15 s sync
+period) whatever the number of HPAs, Deployments or requests. A request matches its selector or Deployment in
+memory; a snapshot older than two refreshes is never used (503 instead). ``ttl_s`` <= 0 queries every time.
 """
 
 from __future__ import annotations
@@ -26,9 +29,14 @@ from adapter.aggregate import attribute
 from adapter.errors import NotFound
 from adapter.labels import Selector
 from adapter.query.client import PromClient
-from adapter.query.promql import PromQL, namespace_series, quote
+from adapter.query.promql import PromQL, namespace_series
 from adapter.settings import Catalog
+from adapter.store import Store, StoreConfig
 
+PodLabels = list[tuple[str, dict[str, str]]]          # [(pod, its labels)] of a namespace
+Owners = tuple[dict[str, str], list[tuple[str, str]]]  # ({replicaset: deployment}, [(pod, replicaset)])
+
+_MAX_MATCHED = 20_000
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -48,26 +56,22 @@ class PrometheusPodSource:
         self.catalog = catalog
         self.clock = clock
         self.ttl_s = ttl_s
-        # (namespace, deployment name | None) -> (expiry on the monotonic clock, [(pod, labels)] or pods)
-        self._cache: dict[tuple[str, str | None], tuple[float, object]] = {}
+        self._matched: dict[tuple[str, Selector], tuple[PodLabels, list[str]]] = {}
+        self._labels: Store[str, PodLabels] | None = None
+        self._owners: Store[str, Owners] | None = None
+        if ttl_s > 0:
+            limits = catalog.store or StoreConfig()
+            config = StoreConfig(refresh_s=ttl_s, max_staleness_s=2 * ttl_s, max_keys=limits.max_keys,
+                                 idle_s=limits.idle_s)
+            self._labels = Store("pod-labels", self._load_pod_labels, config, clock)
+            self._owners = Store("pod-owners", self._load_owners, config, clock)
 
-    def _cached(self, key: tuple[str, str | None]) -> object | None:
-        hit = self._cache.get(key)
-        if hit is None or hit[0] < time.monotonic():
-            return None
-        return hit[1]
+    async def _pod_labels(self, namespace: str) -> PodLabels:
+        if self._labels is None:
+            return await self._load_pod_labels(namespace, self.clock())
+        return (await self._labels.get(namespace)).value
 
-    def _store(self, key: tuple[str, str | None], value: object) -> None:
-        if self.ttl_s > 0:
-            if len(self._cache) > 10_000:  # bounded: namespaces/deployments seen recently
-                self._cache.clear()
-            self._cache[key] = (time.monotonic() + self.ttl_s, value)
-
-    async def _pod_labels(self, namespace: str) -> list[tuple[str, dict[str, str]]]:
-        cached = self._cached((namespace, None))
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        at = self.clock()
+    async def _load_pod_labels(self, namespace: str, at: float) -> PodLabels:
         samples, gone = await asyncio.gather(
             self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace), at),
             self._gone(namespace, at))
@@ -76,14 +80,17 @@ class PrometheusPodSource:
             pod = self._pod(s.labels, namespace)
             if pod is not None and pod not in gone:
                 pods.append((pod, {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}))
-        self._store((namespace, None), pods)
         return pods
 
     async def start(self) -> None:
-        return None
+        for store in (self._labels, self._owners):
+            if store is not None:
+                store.start()
 
     async def close(self) -> None:
-        return None
+        for store in (self._labels, self._owners):
+            if store is not None:
+                await store.close()
 
     def ready(self) -> bool:
         return True
@@ -101,28 +108,46 @@ class PrometheusPodSource:
         return key[1] if key is not None and key[0] == namespace else None
 
     async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
+        snapshot = await self._pod_labels(namespace)
+        # Matching every pod of a big namespace costs milliseconds; the answer only changes with the snapshot,
+        # so it is kept per (namespace, selector) until the next refresh replaces the snapshot.
+        key = (namespace, selector)
+        hit = self._matched.get(key)
+        if hit is not None and hit[0] is snapshot:
+            return list(hit[1])
         wanted = Selector(tuple(replace(r, key=sanitize(r.key)) for r in selector.requirements))
-        return sorted({pod for pod, labels in await self._pod_labels(namespace) if wanted.matches(labels)})
+        pods = sorted({pod for pod, labels in snapshot if wanted.matches(labels)})
+        if len(self._matched) >= _MAX_MATCHED:   # bounded: every entry is rebuilt at the next request anyway
+            self._matched.clear()
+        self._matched[key] = (snapshot, pods)
+        return list(pods)
 
     async def pods_for_deployment(self, namespace: str, name: str) -> list[str]:
-        cached = self._cached((namespace, name))
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        at = self.clock()
-        rs_query = namespace_series("kube_replicaset_owner", self.catalog, namespace,
-                                    ['owner_kind="Deployment"', f"owner_name={quote(name)}"])
+        if self._owners is None:
+            owners = await self._load_owners(namespace, self.clock())
+        else:
+            owners = (await self._owners.get(namespace)).value
+        deployment_of_rs, pod_rs = owners
+        replicasets = {rs for rs, owner in deployment_of_rs.items() if owner == name}
+        if not replicasets:
+            raise NotFound(f'deployments.apps "{name}" not found')
+        return sorted({pod for pod, rs in pod_rs if rs in replicasets})
+
+    async def _load_owners(self, namespace: str, at: float) -> Owners:
+        """Who owns what in ``namespace``: every Deployment-owned ReplicaSet and every ReplicaSet-owned pod."""
+        rs_query = namespace_series("kube_replicaset_owner", self.catalog, namespace, ['owner_kind="Deployment"'])
         pod_query = namespace_series("kube_pod_owner", self.catalog, namespace, ['owner_kind="ReplicaSet"'])
         rs_samples, pod_samples, gone = await asyncio.gather(self.client.query(rs_query, at),
                                                              self.client.query(pod_query, at),
                                                              self._gone(namespace, at))
-        replicasets = {s.labels.get("replicaset") for s in rs_samples} - {None, ""}
-        if not replicasets:
-            raise NotFound(f'deployments.apps "{name}" not found')
-        pods = set()
+        deployment_of_rs = {}
+        for s in rs_samples:
+            rs, owner = s.labels.get("replicaset"), s.labels.get("owner_name")
+            if rs and owner:
+                deployment_of_rs[rs] = owner
+        pod_rs = []
         for s in pod_samples:
-            pod = self._pod(s.labels, namespace)
-            if pod is not None and pod not in gone and s.labels.get("owner_name") in replicasets:
-                pods.add(pod)
-        result = sorted(pods)
-        self._store((namespace, name), result)
-        return result
+            pod, rs = self._pod(s.labels, namespace), s.labels.get("owner_name")
+            if pod is not None and pod not in gone and rs:
+                pod_rs.append((pod, rs))
+        return deployment_of_rs, pod_rs

@@ -1,7 +1,14 @@
 """The Prometheus/VictoriaMetrics-backed provider: catalog metrics and composites, per pod and per object.
 
-Per request it does at most one batched PromQL round-trip per catalog query (never one per pod), and runs
-the queries of a composite concurrently.
+With the catalog's ``store`` on (the default) a request is answered from memory: ``adapter/store.py`` keeps
+every (namespace, catalog metric, metricLabelSelector) that was asked for, as per-pod values of the whole
+namespace, refreshed in the background with one batched query per key per interval. A request's work is
+selecting its pods' values, the composite, the boost and the encoding. This relies on what every catalog
+template does: each pod's value is computed from that pod's own series only (``by (<<by>>)``), so a
+namespace-wide query restricted to a set of pods equals the query over just those pods.
+
+With the store off (``store: false``), or for ``read()`` (explain, a given evaluation time), each request does
+at most one batched PromQL round-trip per catalog query (never one per pod), concurrently for a composite.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, render, selector_matchers
 from adapter.samples import Sample
 from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine
+from adapter.store import Store, StoreConfig
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 log = logging.getLogger(__name__)
@@ -42,10 +50,23 @@ class MetricReading:
     name: str
     values: dict[str, PodValue]
     queries: dict[str, PromQL]                 # metric name → the PromQL sent
-    samples: dict[str, list[Sample]]           # metric name → the raw samples it answered
+    samples: dict[str, list[Sample]]           # metric name → the raw samples it answered (empty from the store)
     composite: dict[str, CompositeValue] | None = None
     rejected: tuple[str, ...] = ()             # why series or pods were refused (untrusted, negative, ...)
     terms: dict[str, dict[str, PodValue]] | None = None  # composites: each term's per-pod values
+    age_s: float = 0.0                         # how old the data is (the oldest of its catalog metrics)
+
+
+# A key of the value store: (namespace, catalog metric, the request's metricLabelSelector).
+StoreKey = tuple[str, str, Selector]
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceValues:
+    """One catalog metric for every pod of a namespace that has data: what the store keeps per key."""
+
+    query: PromQL
+    values: dict[str, PodValue]
 
 
 class ReadObserver(Protocol):
@@ -62,13 +83,16 @@ class PrometheusProvider:
 
     def __init__(self, catalog: Catalog, client: PromClient, pods: PodSource,
                  clock: Callable[[], float] = time.time, forecasts: ForecastService | None = None,
-                 observer: ReadObserver | None = None) -> None:
+                 observer: ReadObserver | None = None, store: StoreConfig | None = None) -> None:
         self.catalog = catalog
         self.client = client
         self.pods = pods
         self.clock = clock
         self.forecasts = forecasts
         self.observer = observer
+        self.store: Store[StoreKey, NamespaceValues] | None = None
+        if store is not None:
+            self.store = Store("metrics", self._load_namespace, store, clock)
         # Forecast metrics and the resources they are served for (a forecast is about a workload).
         self._forecast_resources: dict[str, tuple[str, ...]] = {}
         if catalog.forecast is not None and forecasts is not None:
@@ -108,14 +132,98 @@ class PrometheusProvider:
         return self.catalog.composites[metric].objects
 
     # -- reading -----------------------------------------------------------------------------------
+    def _names(self, metric: str) -> list[str]:
+        """The catalog metrics a read of ``metric`` queries (itself, or a composite's terms)."""
+        if metric in self.catalog.metrics:
+            return [metric]
+        return list(dict.fromkeys(t.metric for t in self.catalog.composites[metric].terms))
+
+    async def _load_namespace(self, key: StoreKey, at: float) -> NamespaceValues:
+        """The store's loader: one batched query for every pod of the namespace, reduced off the event loop
+        (tens of thousands of pods take long enough to hold up every other request)."""
+        namespace, name, metric_selector = key
+        mdef = self.catalog.metrics[name]
+        query = render(mdef, self.catalog, Scope(namespace), metric_selector)
+        samples = await self.client.query(query, at)
+        rejected = Rejections()
+        values = await asyncio.to_thread(reduce_by_pod, samples, self.catalog.layouts_for(mdef), mdef.reduce,
+                                         namespace, None, nonnegative=mdef.nonnegative, rejected=rejected)
+        self._report_rejected(name, namespace, rejected)
+        return NamespaceValues(query, values)
+
+    def _report_rejected(self, metric: str, namespace: str, rejected: Rejections) -> tuple[str, ...]:
+        """Log and count what the trust and value rules refused; the notes explain shows."""
+        if not rejected:
+            return ()
+        log.warning("%s in namespace %s: refused %s; first: %s", metric, namespace,
+                    rejected.counts, rejected.notes[0])
+        if self.observer is not None:
+            self.observer.series_rejected(metric, rejected.counts)
+        return tuple(rejected.notes)
+
+    def _check_terms(self, metric: str, scope: Scope, per_metric: Mapping[str, Mapping[str, PodValue]]) -> None:
+        """A required composite term with no series for any pod of a list or Deployment is a partial answer:
+        serving what is left would re-weight or silently drop every pod. (For one named pod the term's absence
+        is just that pod's missing value: 404, as for any metric.)"""
+        gone = unservable_terms(self.catalog.composites[metric].terms, per_metric)
+        if gone and (scope.pods is None or len(scope.pods) > 1):
+            raise UpstreamError(f"{metric} is unavailable in namespace {scope.namespace}: no series for "
+                                f"{', '.join(gone)} for any of the pods (is its exporter scraped?)")
+
+    async def current(self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING) -> MetricReading:
+        """Per-pod values of a catalog metric or composite over ``scope`` now: from the store when it is on
+        (no backend round-trip once the keys are known), else by ``read()``."""
+        if self.store is None or scope.pod_regex is not None:
+            return await self.read(metric, scope, metric_selector)
+        store = self.store
+        names = self._names(metric)
+        keys = [(scope.namespace, n, metric_selector) for n in names]
+        if all(store.has(k) for k in keys):   # the usual case: no suspension, so no task per key either
+            fresh = [await store.get(k) for k in keys]
+        else:
+            fresh = list(await asyncio.gather(*(store.get(k) for k in keys)))
+        wanted = scope.pods
+        per_metric: dict[str, dict[str, PodValue]] = {}
+        for key, n, f in zip(keys, names, fresh, strict=True):
+            values = f.value.values
+            if wanted is None:
+                per_metric[n] = dict(values)
+                continue
+            per_metric[n] = {p: values[p] for p in wanted if p in values}
+            if len(per_metric[n]) < len(wanted):   # a new pod may have data since the last refresh
+                store.refresh_soon(key, [p for p in wanted if p not in values])
+        queries = {n: f.value.query for n, f in zip(names, fresh, strict=True)}
+        age = max(f.age_s for f in fresh)
+        if metric in self.catalog.metrics:
+            return MetricReading(metric, per_metric[metric], queries, {}, age_s=age)
+        self._check_terms(metric, scope, per_metric)
+        fused = fuse(self.catalog.composites[metric].terms, per_metric)
+        if self.observer is not None:
+            self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
+        values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
+        return MetricReading(metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age)
+
+    def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None:
+        """How old the stored data behind ``metric`` in ``namespace`` is (the oldest of its catalog metrics);
+        None when the store is off or does not hold it."""
+        if self.store is None or not (self.knows(metric) and metric not in self._forecast_resources):
+            return None
+        fresh = [self.store.peek((namespace, n, metric_selector)) for n in self._names(metric)]
+        return None if any(f is None for f in fresh) else max(f.age_s for f in fresh if f is not None)
+
+    async def start(self) -> None:
+        if self.store is not None:
+            self.store.start()
+
+    async def close(self) -> None:
+        if self.store is not None:
+            await self.store.close()
+
     async def read(self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING,
                    at: float | None = None) -> MetricReading:
         """Per-pod values of a catalog metric or composite over ``scope`` (one query per catalog metric)."""
         at = self.clock() if at is None else at
-        if metric in self.catalog.metrics:
-            names = [metric]
-        else:
-            names = list(dict.fromkeys(t.metric for t in self.catalog.composites[metric].terms))
+        names = self._names(metric)
         queries = {n: render(self.catalog.metrics[n], self.catalog, scope, metric_selector) for n in names}
         answers = await asyncio.gather(*(self.client.query(queries[n], at) for n in names))
         samples = dict(zip(names, answers, strict=True))
@@ -126,23 +234,11 @@ class PrometheusProvider:
                              nonnegative=self.catalog.metrics[n].nonnegative, rejected=rejected)
             for n in names
         }
-        notes: tuple[str, ...] = ()
-        if rejected:
-            notes = tuple(rejected.notes)
-            log.warning("%s in namespace %s: refused %s; first: %s", metric, scope.namespace,
-                        rejected.counts, rejected.notes[0])
-            if self.observer is not None:
-                self.observer.series_rejected(metric, rejected.counts)
+        notes = self._report_rejected(metric, scope.namespace, rejected)
         if metric in self.catalog.metrics:
             return MetricReading(metric, per_metric[metric], queries, samples, rejected=notes)
-        terms = self.catalog.composites[metric].terms
-        gone = unservable_terms(terms, per_metric)
-        if gone and (scope.pods is None or len(scope.pods) > 1):
-            # A partial answer: serving what is left would re-weight or silently drop every pod. (For one
-            # named pod the term's absence is just that pod's missing value: 404, as for any metric.)
-            raise UpstreamError(f"{metric} is unavailable in namespace {scope.namespace}: no series for "
-                                f"{', '.join(gone)} for any of the pods (is its exporter scraped?)")
-        fused = fuse(terms, per_metric)
+        self._check_terms(metric, scope, per_metric)
+        fused = fuse(self.catalog.composites[metric].terms, per_metric)
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
@@ -164,10 +260,11 @@ class PrometheusProvider:
         if not pods:
             return []
         boost = self._boost(key_for_pods(namespace, pods), info.metric)
-        reading = await self.read(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
-        return [self._sample(ObjectRef("Pod", "/v1", pod, namespace), info.metric,
-                             _times(reading.values[pod], boost), metric_selector)
-                for pod in pods if pod in reading.values]
+        reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
+        window, values, metric = self.window_s(info.metric), reading.values, info.metric  # once, not per pod
+        return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts,
+                             pv.value if boost == 1.0 else pv.value * boost, window, metric_selector)
+                for pod in pods if (pv := values.get(pod)) is not None]
 
     # -- forecast ----------------------------------------------------------------------------------
     def _base(self, metric: str) -> str:
@@ -225,7 +322,7 @@ class PrometheusProvider:
         scope = await self.object_scope(obj, info.resource)
         if scope.pods is not None and not scope.pods:
             raise metric_not_found(info, obj.name, metric_selector)
-        reading = await self.read(self._base(info.metric), scope, metric_selector)
+        reading = await self.current(self._base(info.metric), scope, metric_selector)
         if not reading.values or (info.resource == "pods" and obj.name not in reading.values):
             raise metric_not_found(info, obj.name, metric_selector)
         # Only now is the workload known to exist (a named pod has series; a Deployment has pods): register it.

@@ -111,8 +111,9 @@ def _scaled_duration(text: str, speed: float, where: str) -> tuple[str, float]:
 def scaled_catalog(doc: dict[str, Any], speed: float, scrape_interval_s: float) -> dict[str, Any]:
     """A copy of a catalog document whose time windows cover the same *simulated* time at ``speed``.
 
-    Every metric ``window``, the forecast's ``window``, ``step`` and ``forget_after``, and the answer cache's
-    ``cache_ttl_seconds`` are divided by ``speed`` (durations written in ms). Raises ``SimulationError``
+    Every metric ``window``, the forecast's ``window``, ``step`` and ``forget_after``, the answer cache's
+    ``cache_ttl_seconds`` and the value store's ``refresh``, ``max_staleness`` and ``idle`` are divided by
+    ``speed`` (durations written in ms). Raises ``SimulationError``
     when a PromQL window would hold fewer than four scrapes (``rate()`` needs two samples): lower ``speed``
     or the scrape interval.
     """
@@ -139,6 +140,12 @@ def scaled_catalog(doc: dict[str, Any], speed: float, scrape_interval_s: float) 
             if key in ("window", "step"):
                 need_scrapes(wall, f"forecast.{key}")
     out["cache_ttl_seconds"] = float(out.get("cache_ttl_seconds", 0) or 0) / speed
+    store = out.get("store")
+    if isinstance(store, dict):   # the value store's refresh, staleness and idle time (defaults: 15s, 2x, 1h)
+        for key, default in (("refresh", "15s"), ("max_staleness", None), ("idle", "1h")):
+            text = store.get(key, default)
+            if text is not None:
+                store[key], _ = _scaled_duration(str(text), speed, f"store.{key}")
     parse_catalog(out)  # fail here, not in the server's log
     return out
 

@@ -59,8 +59,9 @@ def task_count(url: str) -> int:
 
 
 def adapter(backend_url: str, kind: str, now: float, timeout: float = 2.0, cache_ttl: float = 0.0):
-    """The adapter under test; the answer cache is off unless asked for, so every request hits the backend."""
-    catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=cache_ttl)
+    """The adapter under test; the answer cache is off unless asked for, and the value store is off, so every
+    request hits the backend (tests/test_store.py covers faults behind the store)."""
+    catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=cache_ttl, store=None)
     settings = Settings(prometheus_url=backend_url, backend=kind, pod_source="prometheus", query_timeout_s=timeout,
                         catalog=catalog)
     return running_adapter(settings, clock=lambda: now)
