@@ -18,11 +18,11 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from adapter.api.selectors import EVERYTHING, parse_selector
 
 from adapter.aggregate import PodValue, combine, fuse
 from adapter.api.quantity import parse_quantity
 from adapter.errors import ConfigError, NotFound
+from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
