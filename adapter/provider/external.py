@@ -15,7 +15,9 @@ Two kinds of metric are served:
 - every catalog metric and composite, combined over the namespace's pods by the catalog's ``objects`` rule
   (e.g. ``inference_queue_depth``: the queue summed over every pod whose series match the selector): one
   item, labelled with the selector's equality requirements. The selector becomes PromQL matchers on the
-  series' own labels, exactly as a custom metric's ``metricLabelSelector``.
+  series' own labels, exactly as a custom metric's ``metricLabelSelector``. For a composite it selects the pods
+  (any term series of the pod matches), whose every term is then read: engine labels such as ``model_name``
+  are never on dcgm-exporter's series, and a term missing for every pod is a 503, never a re-weighted value.
 """
 
 from __future__ import annotations
@@ -77,7 +79,19 @@ class ExternalProvider:
 
     async def _combined(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
         selector_matchers(selector, "labelSelector")   # 400 before any query for what PromQL cannot express
-        reading = await self.provider.read(metric, Scope(namespace, None), selector)
+        scope = Scope(namespace, None)
+        catalog = self.provider.catalog
+        if metric in catalog.composites and selector.requirements:
+            # A composite's terms come from different exporters: engine labels (model_name, ...) are on the
+            # engine's series only, never on dcgm-exporter's. So the selector picks the *pods* (those with a
+            # term series matching it), and every term is then read for exactly those pods.
+            terms = list(dict.fromkeys(t.metric for t in catalog.composites[metric].terms))
+            readings = [await self.provider.read(name, scope, selector) for name in terms]
+            pods = sorted({pod for r in readings for pod in r.values})
+            if not pods:
+                return []
+            scope, selector = Scope(namespace, tuple(pods)), EVERYTHING
+        reading = await self.provider.read(metric, scope, selector)
         if not reading.values:
             return []
         values = list(reading.values.values())

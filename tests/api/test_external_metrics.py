@@ -19,13 +19,23 @@ import pytest
 import yaml
 
 from adapter.api.quantity import parse_quantity
-from adapter.settings import Settings
+from adapter.settings import Settings, load_catalog
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1"
 PODS = {"llama-5d8f7b9c6-aaaa1": ("llama", 3.0, 6.0), "llama-5d8f7b9c6-bbbb2": ("llama", 5.0, 4.0),
         "mistral-7c6b5d4f3-cccc3": ("mistral", 7.0, 2.0)}   # pod -> (deployment, waiting, requests/s)
+
+
+GPU_UTIL = 60.0
+TERMS = {t.metric: t for t in load_catalog(None).composites["llm_composite_load"].terms}
+
+
+def term(metric: str, v: float) -> float:
+    """One weighted composite term as the catalog defines it: weight x max(v - idle, 0) / (target - idle)."""
+    t = TERMS[metric]
+    return t.weight * max(v - t.idle, 0.0) / (t.target - t.idle)
 
 
 def load(backend: TestBackend, ns: str) -> float:
@@ -35,6 +45,9 @@ def load(backend: TestBackend, ns: str) -> float:
     for pod, (dep, waiting, rps) in PODS.items():
         engine = {"namespace": ns, "pod": pod, "model_name": dep, "job": "vllm"}
         series.append(Series({"__name__": "vllm:num_requests_waiting", **engine}, [(t, waiting) for t in hist[-10:]]))
+        # Every composite term needs its series (a GPU term missing for all pods makes the composite a 503).
+        series.append(Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": ns, "pod": pod, "gpu": "0",
+                              "UUID": f"GPU-{pod}", "Hostname": "node-1"}, [(t, GPU_UTIL) for t in hist[-10:]]))
         series.append(Series({"__name__": "vllm:request_success_total", **engine},
                              [(t, rps * (t - hist[0])) for t in hist]))
         ksm = {"namespace": ns, "pod": pod, "job": "kube-state-metrics"}
@@ -105,7 +118,9 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
         assert llama["metricLabels"] == {"model_name": "llama"} and value(llama) == 8
         assert items(ext(url, unique_ns, "inference_queue_depth", "model_name=nothing")) == []
         (composite,) = items(ext(url, unique_ns, "llm_composite_load", "model_name=mistral"))
-        assert value(composite) == pytest.approx(7 / 8, abs=1e-3)   # only the queue term has data: 7 / 8
+        # GPU 60 % and 7 waiting; no request finished in the window, so the latency term (when_missing: idle) is 0.
+        assert value(composite) == pytest.approx(term("gpu_utilization_p90", GPU_UTIL)
+                                                 + term("inference_queue_depth", 7), abs=1e-3)
 
         # Per Deployment: forecast (the summed request rate), boost, boosted composite.
         wait_for_forecasts(url, unique_ns, ["llama", "mistral"])

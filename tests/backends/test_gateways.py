@@ -29,7 +29,9 @@ from tests.support.gateway import TENANT
 
 
 def adapter(world: World, url: str, flavour: str, access: BackendAccess, timeout: float = 5.0):  # type: ignore[no-untyped-def]
-    catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=0.0)
+    # Answer cache and value store off: every request reaches the gateway, so a credential change shows at once
+    # (behind the store, stored values are served up to max_staleness: tests/test_store.py).
+    catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=0.0, store=None)
     check_access(url, flavour, access)   # what serve does at start-up
     settings = Settings(prometheus_url=url, backend=flavour, pod_source="prometheus",  # type: ignore[arg-type]
                         query_timeout_s=timeout, catalog=catalog, backend_access=access)

@@ -46,7 +46,9 @@ def path(ns: str) -> str:
 
 
 def adapter(url: str, kind: str, now: float, *, timeout: float = 5.0, access: BackendAccess | None = None):  # type: ignore[no-untyped-def]
-    catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=0.0)
+    # Answer cache and value store off: every request reaches the backend, so each one meets the fault under test
+    # (a fault behind the store keeps serving stored values up to max_staleness: tests/test_store.py).
+    catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=0.0, store=None)
     settings = Settings(prometheus_url=url, backend=kind, pod_source="prometheus",  # type: ignore[arg-type]
                         query_timeout_s=timeout, catalog=catalog, backend_access=access or BackendAccess())
     return running_adapter(settings, clock=lambda: now)

@@ -71,6 +71,9 @@ def load(backend: TestBackend, ns: str) -> None:
     for pod, waiting in ((GOOD, 3.0), (HUGE, 1e25), (BAD_TS, 4.0)):
         series.append(Series({"__name__": "vllm:num_requests_waiting", "namespace": ns, "pod": pod},
                              [(t, waiting) for t in ts]))
+        # Every composite term needs its series (a missing GPU term would make the whole list a 503).
+        series.append(Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": ns, "pod": pod, "gpu": "0",
+                              "UUID": f"GPU-{pod}", "Hostname": "node-1"}, [(t, 50.0) for t in ts]))
         series.append(Series({"__name__": "kube_pod_labels", "namespace": ns, "pod": pod, "label_app": "llama",
                               "job": "kube-state-metrics"}, [(t, 1.0) for t in ts]))
     backend.load(series)

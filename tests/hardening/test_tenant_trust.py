@@ -16,7 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapter.api.wire import quantity
 from adapter.devservers import BinaryNotFound
+from adapter.settings import load_catalog
 from tests.hardening.tenant_support import Exporter, scrape_job, scraped
 
 BASE = "/apis/custom.metrics.k8s.io/v1beta2"
@@ -45,6 +47,15 @@ ATTACK = (f'vllm:num_requests_waiting{{exported_namespace="{VICTIM_NS}",exported
           f'kube_pod_labels{{namespace="{VICTIM_NS}",pod="{FAKE}",label_app="llama"}} 1\n'
           f'kube_pod_labels{{exported_namespace="{VICTIM_NS}",exported_pod="{FAKE}",label_app="llama"}} 1\n'
           f'vllm:num_requests_waiting{{exported_namespace="{VICTIM_NS}",exported_pod="{FAKE}"}} 900\n')
+
+
+TERMS = {t.metric: t for t in load_catalog(None).composites["llm_composite_load"].terms}
+
+
+def term(metric: str, v: float) -> float:
+    """One weighted composite term as the catalog defines it: weight x max(v - idle, 0) / (target - idle)."""
+    t = TERMS[metric]
+    return t.weight * max(v - t.idle, 0.0) / (t.target - t.idle)
 
 
 def value(adapter: str, ns: str, pod: str, metric: str) -> httpx.Response:
@@ -78,14 +89,18 @@ def test_tenant_cannot_write_another_namespaces_metrics(kind: str, tmp_path: Pat
         assert gpu.status_code == 200, gpu.text
         assert gpu.json()["items"][0]["value"] == "50"                 # the dcgm-exporter's, not the attacker's 100
         composite = value(adapter, VICTIM_NS, VICTIM, "llm_composite_load")
-        # 0.4·50/80 + 0.3·0/8, weights rescaled over the two terms with data (no latency): 0.357...
-        assert composite.json()["items"][0]["value"] == "357m"
+        # GPU 50 (the exporter's) and queue 0 (the victim's own); no request finished, so the latency term
+        # (when_missing: idle) reads 0. The attacker's 100s and 500s would move this.
+        expected = term("gpu_utilization_p90", 50) + term("inference_queue_depth", 0)
+        assert composite.json()["items"][0]["value"] == quantity(expected)
 
         # A pod's own negative queue is never served: dropped (404), and the composite loses the term.
         negative = value(adapter, VICTIM_NS, VICTIM2, "inference_queue_depth")
         assert negative.status_code == 404, negative.text
+        # Without its (refused) queue the pod has no composite at all -- never one pulled down by the -40,
+        # and never the GPU term re-weighted into a different metric.
         composite2 = value(adapter, VICTIM_NS, VICTIM2, "llm_composite_load")
-        assert composite2.json()["items"][0]["value"] == "750m"        # 60/80 alone: the -40 did not pull it down
+        assert composite2.status_code == 404, composite2.text
 
         # The victim's selector: only its real pods (the fake member is refused), the negative one omitted.
         listed = httpx.get(f"{adapter}{BASE}/namespaces/{VICTIM_NS}/pods/%2A/inference_queue_depth",

@@ -42,6 +42,8 @@ def load(backend: TestBackend, ns: str) -> None:
     for i, dep in enumerate(DEPLOYMENTS):
         pod, rs = pod_of(dep), f"{dep}-5d8f7b9c6"
         series += [gauge("vllm:num_requests_waiting", {"pod": pod}, float(2 + 2 * i)),
+                   gauge("DCGM_FI_DEV_GPU_UTIL", {"pod": pod, "gpu": "0", "UUID": f"GPU-{pod}", "Hostname": "n1"},
+                         50.0),  # every composite term needs its series
                    Series({"__name__": "vllm:request_success_total", "namespace": ns, "pod": pod},
                           [(t, 10.0 * (t - ts[0])) for t in ts]),
                    gauge("kube_pod_labels", {"pod": pod, "label_app": dep}, 1.0),
