@@ -33,6 +33,15 @@ class NotFound(AdapterError):
     reason = "NotFound"
 
 
+def route_not_found(why: str | None = None) -> NotFound:
+    """The one "could not find the requested resource" 404. Bare, it is what a generic apiserver answers for a
+    path under a registered prefix that matches no route (``details: {}``); ``why`` names a known route's
+    missing object, e.g. an external metric that is not served (no details, as before)."""
+    if why is None:
+        return NotFound("the server could not find the requested resource", details={})
+    return NotFound(f"the server could not find the requested resource ({why})")
+
+
 class MethodNotAllowed(AdapterError):
     code = 405
     reason = "MethodNotAllowed"
