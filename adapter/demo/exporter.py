@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from adapter.exposition import label_pairs
 from adapter.sim.fleet import (
     VLLM_E2E_LATENCY_BUCKETS,
     Fleet,
@@ -56,14 +57,10 @@ Labels = Sequence[tuple[str, str]]
 # -- text exposition ------------------------------------------------------------------------------------
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def _labels(labels: Labels) -> str:
     if not labels:
         return ""
-    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in labels) + "}"
+    return "{" + label_pairs(labels) + "}"
 
 
 def _float(value: float) -> str:
