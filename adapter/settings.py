@@ -27,16 +27,21 @@ LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 # PromQL durations: 30s, 2m, 1h30m ... (prometheus/common model/time.go ParseDuration).
 DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_FRACTIONAL_DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h|d|w|y))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 PLACEHOLDERS = ("<<matchers>>", "<<by>>", "<<gpu>>", "<<window>>")
 
 
-def duration_seconds(text: str) -> float:
-    """Seconds in a PromQL duration such as ``2m`` or ``1h30m``; ValueError if it is not one."""
-    if not DURATION.match(text):
+def duration_seconds(text: str, *, fractional: bool = False) -> float:
+    """Seconds in a PromQL duration such as ``2m`` or ``1h30m``; ValueError if it is not one.
+
+    The one duration rule: the catalog, the simulator and the command line all parse through it. With
+    ``fractional`` (command-line flags only, never PromQL) a part may have decimals, e.g. ``1.5h``."""
+    if not (_FRACTIONAL_DURATION if fractional else DURATION).match(text):
         raise ValueError(f"{text!r} is not a duration like 30s, 5m or 1h")
-    return sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+    number = float if fractional else int  # int parts keep whole-second sums ints, as they always were
+    return sum(number(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
 
 
 @dataclass(frozen=True)
