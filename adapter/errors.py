@@ -52,6 +52,14 @@ class NotAcceptable(AdapterError):
     reason = "NotAcceptable"
 
 
+class Unsupported(AdapterError):
+    """501: this server was built without what the request needs (e.g. /explain over a provider without it).
+    apimachinery has no StatusReason for 501; like its ``NewGenericServerResponse`` we send none."""
+
+    code = 501
+    reason = ""
+
+
 class InternalError(AdapterError):
     """A bug or a catalog query the backend rejected: our fault, never the client's."""
 

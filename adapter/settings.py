@@ -77,6 +77,7 @@ class MetricDef:
     window: str | None = None
     layouts: tuple[str, ...] | None = None   # names of the layouts read for this metric; None = all
     nonnegative: bool = True                  # a negative sample is dropped (and reported), never served
+    gpu: bool = False                         # reads per-GPU series (explain shows them and names dcgm-exporter)
 
     @property
     def window_seconds(self) -> int | None:
@@ -224,7 +225,7 @@ def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> Me
     where = f"metrics.{name}"
     _require(bool(METRIC_NAME.match(name)), where, "a metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*")
     entry = _mapping(raw, where)
-    unknown = set(entry) - {"help", "query", "reduce", "objects", "window", "layouts", "nonnegative"}
+    unknown = set(entry) - {"help", "query", "reduce", "objects", "window", "layouts", "nonnegative", "gpu"}
     _require(not unknown, where, f"unknown keys {sorted(unknown)}")
     query = _str(entry, "query", where)
     _require("<<matchers>>" in query, f"{where}.query", "must contain <<matchers>> (it selects the pods)")
@@ -249,8 +250,10 @@ def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> Me
         layouts = tuple(layouts)
     nonnegative = entry.get("nonnegative", True)
     _require(isinstance(nonnegative, bool), f"{where}.nonnegative", "true or false")
+    gpu = entry.get("gpu", False)
+    _require(isinstance(gpu, bool), f"{where}.gpu", "true or false")
     return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=reduce,  # type: ignore[arg-type]
-                     objects=objects, window=window, layouts=layouts, nonnegative=nonnegative)  # type: ignore[arg-type]
+                     objects=objects, window=window, layouts=layouts, nonnegative=nonnegative, gpu=gpu)  # type: ignore[arg-type]
 
 
 def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> CompositeDef:

@@ -336,6 +336,18 @@ class PrometheusProvider:
                       max(v.ts for v in values), len(values))
         return self._sample(obj, info.metric, _times(pv, boost), metric_selector)
 
+    # -- what explain asks besides the API's questions (explain.collect.ExplainSource) ---------------
+    async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
+        return await self.pods.pods_for_selector(namespace, selector)
+
+    async def pods_for_deployment(self, namespace: str, name: str) -> list[str]:
+        return await self.pods.pods_for_deployment(namespace, name)
+
+    async def raw_query(self, promql: PromQL, at: float) -> list[Sample]:
+        """One instant query's samples as the backend answers them (explain's per-GPU samples)."""
+        return await self.client.query(promql, at)
+
+
 
 def _times(pv: PodValue, boost: float) -> PodValue:
     """``pv`` with its value boosted by the one rule the simulator uses too (``forecast.boost.boosted``)."""

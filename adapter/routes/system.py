@@ -1,4 +1,7 @@
-"""Health, version, OpenAPI and /metrics endpoints."""
+"""Health, version and OpenAPI endpoints.
+
+They read only interfaces the app publishes on ``app.state``: ``metrics_provider`` (a ``MetricsProvider``:
+what is served) and ``pod_source`` (a ``PodSource``: is it synced) -- never a provider's internals."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from adapter import __version__
 from adapter.api.openapi import discovery_document, group_version_document
 from adapter.api.wire import VERSIONS
 from adapter.errors import route_not_found
+from adapter.provider.base import MetricsProvider
 from adapter.routes.http import error_response, json_response
 
 
@@ -43,8 +47,8 @@ async def openapi(request: Request) -> Response:
 
 
 def _served_metrics(request: Request) -> list[str]:
-    storage = request.app.state.storage
-    return sorted({m.metric for m in storage.provider.list_all_metrics()})
+    provider: MetricsProvider = request.app.state.metrics_provider
+    return sorted({m.metric for m in provider.list_all_metrics()})
 
 
 async def openapi_v3(request: Request) -> Response:
