@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import yaml
 
@@ -252,8 +252,9 @@ def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> Me
     _require(isinstance(nonnegative, bool), f"{where}.nonnegative", "true or false")
     gpu = entry.get("gpu", False)
     _require(isinstance(gpu, bool), f"{where}.gpu", "true or false")
-    return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=reduce,  # type: ignore[arg-type]
-                     objects=objects, window=window, layouts=layouts, nonnegative=nonnegative, gpu=gpu)  # type: ignore[arg-type]
+    return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=cast(Reduce, reduce),
+                     objects=cast(Combine, objects), window=window, layouts=layouts, nonnegative=nonnegative,
+                     gpu=gpu)
 
 
 def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> CompositeDef:
