@@ -64,6 +64,7 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     async def _components(app: FastAPI) -> AsyncIterator[None]:
         if provider is not None:
             app.state.storage = Storage(provider)
+            app.state.metrics_provider = provider
             app.state.pod_source = pod_source
             yield
             return
@@ -90,6 +91,8 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
                 app.state.client = client
                 app.state.pod_source = pods
                 app.state.storage = Storage(prov)
+                app.state.metrics_provider = prov
+                app.state.explain_source = prov   # /explain's narrow interface (explain.ExplainSource)
                 yield
             finally:
                 if forecasts is not None:

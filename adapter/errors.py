@@ -33,6 +33,15 @@ class NotFound(AdapterError):
     reason = "NotFound"
 
 
+def route_not_found(why: str | None = None) -> NotFound:
+    """The one "could not find the requested resource" 404. Bare, it is what a generic apiserver answers for a
+    path under a registered prefix that matches no route (``details: {}``); ``why`` names a known route's
+    missing object, e.g. an external metric that is not served (no details, as before)."""
+    if why is None:
+        return NotFound("the server could not find the requested resource", details={})
+    return NotFound(f"the server could not find the requested resource ({why})")
+
+
 class MethodNotAllowed(AdapterError):
     code = 405
     reason = "MethodNotAllowed"
@@ -41,6 +50,14 @@ class MethodNotAllowed(AdapterError):
 class NotAcceptable(AdapterError):
     code = 406
     reason = "NotAcceptable"
+
+
+class Unsupported(AdapterError):
+    """501: this server was built without what the request needs (e.g. /explain over a provider without it).
+    apimachinery has no StatusReason for 501; like its ``NewGenericServerResponse`` we send none."""
+
+    code = 501
+    reason = ""
 
 
 class InternalError(AdapterError):

@@ -33,6 +33,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from adapter.aggregate import CompositeValue
+from adapter.exposition import escape_label_value, label_pairs
 from adapter.forecast.metrics import wape
 from adapter.settings import Catalog
 from adapter.store import Store
@@ -317,15 +318,8 @@ _RESOURCES = frozenset({"pods", "deployments.apps", "namespaces", "pod", "deploy
                         "deployment.apps", "namespace"})
 
 
-def _escape(value: str) -> str:
-    # Text format label values: backslash, double quote and line feed are escaped (exposition_formats.md).
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return value
-
-
 def _labels(**pairs: str) -> str:
-    return ",".join(f'{k}="{_escape(v)}"' for k, v in pairs.items())
+    return label_pairs(pairs.items())
 
 
 # (name, type, help) of every computed family, in exposition order. Counters are named with _total.
@@ -377,7 +371,7 @@ def _computed_text(obs: Observability) -> str:
     for e in pods:
         add("pod_composite", e.labels, e.composite.value)
         for t in e.composite.terms:
-            with_term = f'{e.labels},term="{_escape(t.metric)}"'
+            with_term = f'{e.labels},term="{escape_label_value(t.metric)}"'
             add("pod_term_value", with_term, t.raw)
             add("pod_term_contribution", with_term, t.contribution)
     lines["pod_series"].append(f"{PREFIX}pod_series {float(len(pods))!r}")
@@ -394,7 +388,7 @@ def _computed_text(obs: Observability) -> str:
         boost, reason = service.boost(key)
         add("workload_boost", wl, boost)
         model = state.model if state is not None else ""
-        add("forecast_info", f'{wl},model="{_escape(model)}",reason="{_escape(reason)}"', 1.0)
+        add("forecast_info", f'{wl},model="{escape_label_value(model)}",reason="{escape_label_value(reason)}"', 1.0)
         if state is not None:
             add("workload_load", wl, state.current)
             if state.peak is not None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import yaml
 
@@ -27,16 +27,21 @@ LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 # PromQL durations: 30s, 2m, 1h30m ... (prometheus/common model/time.go ParseDuration).
 DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_FRACTIONAL_DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h|d|w|y))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 PLACEHOLDERS = ("<<matchers>>", "<<by>>", "<<gpu>>", "<<window>>")
 
 
-def duration_seconds(text: str) -> float:
-    """Seconds in a PromQL duration such as ``2m`` or ``1h30m``; ValueError if it is not one."""
-    if not DURATION.match(text):
+def duration_seconds(text: str, *, fractional: bool = False) -> float:
+    """Seconds in a PromQL duration such as ``2m`` or ``1h30m``; ValueError if it is not one.
+
+    The one duration rule: the catalog, the simulator and the command line all parse through it. With
+    ``fractional`` (command-line flags only, never PromQL) a part may have decimals, e.g. ``1.5h``."""
+    if not (_FRACTIONAL_DURATION if fractional else DURATION).match(text):
         raise ValueError(f"{text!r} is not a duration like 30s, 5m or 1h")
-    return sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+    number = float if fractional else int  # int parts keep whole-second sums ints, as they always were
+    return sum(number(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class MetricDef:
     window: str | None = None
     layouts: tuple[str, ...] | None = None   # names of the layouts read for this metric; None = all
     nonnegative: bool = True                  # a negative sample is dropped (and reported), never served
+    gpu: bool = False                         # reads per-GPU series (explain shows them and names dcgm-exporter)
 
     @property
     def window_seconds(self) -> int | None:
@@ -219,7 +225,7 @@ def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> Me
     where = f"metrics.{name}"
     _require(bool(METRIC_NAME.match(name)), where, "a metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*")
     entry = _mapping(raw, where)
-    unknown = set(entry) - {"help", "query", "reduce", "objects", "window", "layouts", "nonnegative"}
+    unknown = set(entry) - {"help", "query", "reduce", "objects", "window", "layouts", "nonnegative", "gpu"}
     _require(not unknown, where, f"unknown keys {sorted(unknown)}")
     query = _str(entry, "query", where)
     _require("<<matchers>>" in query, f"{where}.query", "must contain <<matchers>> (it selects the pods)")
@@ -244,8 +250,11 @@ def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> Me
         layouts = tuple(layouts)
     nonnegative = entry.get("nonnegative", True)
     _require(isinstance(nonnegative, bool), f"{where}.nonnegative", "true or false")
-    return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=reduce,  # type: ignore[arg-type]
-                     objects=objects, window=window, layouts=layouts, nonnegative=nonnegative)  # type: ignore[arg-type]
+    gpu = entry.get("gpu", False)
+    _require(isinstance(gpu, bool), f"{where}.gpu", "true or false")
+    return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=cast(Reduce, reduce),
+                     objects=cast(Combine, objects), window=window, layouts=layouts, nonnegative=nonnegative,
+                     gpu=gpu)
 
 
 def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> CompositeDef:

@@ -92,3 +92,41 @@ def test_default_trust_model() -> None:
     assert [lay.name for lay in cat.layouts_for(cat.metrics["gpu_utilization_p90"])] == [
         "dcgm_exported", "dcgm_old", "target"]
     assert cat.forecast is not None and cat.forecast.load.layouts == ("target",) and cat.forecast.max_workloads == 500
+
+
+def test_one_duration_rule_for_the_catalog_and_the_command_line() -> None:
+    from adapter.cli.backtest import CliError, parse_duration
+    from adapter.settings import duration_seconds
+
+    assert duration_seconds("1h30m") == 5400 and isinstance(duration_seconds("1h30m"), int)
+    assert duration_seconds("250ms") == pytest.approx(0.25)
+    with pytest.raises(ValueError):
+        duration_seconds("1.5h")  # PromQL has no fractional durations
+    assert duration_seconds("1.5h", fractional=True) == pytest.approx(5400.0)
+    for text in ("1h30m", "1.5h", "5400", "90m"):
+        assert parse_duration(text) == pytest.approx(5400.0)
+    for bad in ("5x", "1h 30m", "h", "", "-5m", "0s"):
+        with pytest.raises(CliError):
+            parse_duration(bad)
+
+
+def test_gpu_marks_a_metric_read_from_per_gpu_series() -> None:
+    catalog = parse_catalog(copy.deepcopy(DEFAULT))
+    assert {n for n, m in catalog.metrics.items() if m.gpu} == {
+        "gpu_utilization_p90", "gpu_memory_used_p90", "gpu_mem_copy_utilization_p90", "gpu_power_usage_p90",
+        "gpu_xid_errors"}
+    doc = copy.deepcopy(DEFAULT)
+    doc["metrics"]["inference_queue_depth"]["gpu"] = "yes"
+    with pytest.raises(ConfigError, match=r"metrics\.inference_queue_depth\.gpu"):
+        parse_catalog(doc)
+
+
+def test_explain_asks_the_catalog_whether_a_metric_is_a_gpu_metric() -> None:
+    from adapter.explain.build import gpu_metric
+    from adapter.samples import Sample
+
+    catalog = parse_catalog(copy.deepcopy(DEFAULT))
+    assert gpu_metric("gpu_utilization_p90", catalog, {"gpu_utilization_p90": []})  # marked, even with no series
+    assert not gpu_metric("inference_queue_depth", catalog, {"inference_queue_depth": []})
+    per_gpu = [Sample({"pod": "a", "UUID": "GPU-1"}, 0.0, 1.0)]
+    assert gpu_metric("inference_queue_depth", catalog, {"inference_queue_depth": per_gpu})  # its series say so

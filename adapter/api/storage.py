@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapter.api.wire import VERSIONS, metric_value_list, resource_list
-from adapter.errors import BadRequest, NotFound
+from adapter.errors import BadRequest, route_not_found
 from adapter.labels import EVERYTHING, Selector, parse_selector
-from adapter.provider.base import MetricInfo, MetricsProvider, ObjectRef
+from adapter.provider.base import MetricInfo, MetricsProvider, ObjectRef, metric_not_found
 
 GROUP = "custom.metrics.k8s.io"
 
@@ -27,11 +27,6 @@ _RESOURCE_ALIASES = {
     "namespaces": "namespaces", "namespace": "namespaces",
 }
 _OBJECTS = {"pods": ("Pod", "/v1"), "deployments.apps": ("Deployment", "apps/v1"), "namespaces": ("Namespace", "/v1")}
-
-
-def route_not_found() -> NotFound:
-    """What a generic apiserver answers for a path under a registered prefix that matches no route."""
-    return NotFound("the server could not find the requested resource", details={})
 
 
 # Object names as Kubernetes validates them (apimachinery validation.go): a namespace is a DNS-1123 label,
@@ -85,13 +80,12 @@ class Storage:
         info = MetricInfo(canonical or resource, metric, namespace is not None)
         # Namespaced resources must be asked for inside a namespace and root-scoped ones outside it.
         if canonical is None or (canonical == "namespaces") == (namespace is not None):
-            raise NotFound(f"the server could not find the metric {metric} for {resource}")
+            raise metric_not_found(MetricInfo(resource, metric, namespace is not None))
 
         if name == "*":
             assert namespace is not None or canonical == "namespaces"
             if canonical == "namespaces" or namespace is None:
-                raise NotFound(f"the server could not find the metric {metric} for namespaces: "
-                               "name the namespace")
+                raise metric_not_found(MetricInfo("namespaces", metric, False), reason="name the namespace")
             selector = _selector(params, "labelSelector")
             samples = await self.provider.get_metric_by_selector(namespace, selector, info, metric_selector)
             return metric_value_list(version, samples)

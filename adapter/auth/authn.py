@@ -12,10 +12,8 @@ vouch for ``X-Remote-*`` headers, and the CA files' current content decides (the
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import hashlib
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -23,8 +21,8 @@ from urllib.parse import unquote
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from adapter.auth.single import shared_call
 from adapter.auth.user import UserInfo
+from adapter.ttlcache import TtlCache
 
 # (token) -> user or None; the Kubernetes-backed implementation lives in kubeapi.py.
 TokenReviewer = Callable[[str], Awaitable[UserInfo | None]]
@@ -91,8 +89,10 @@ class Authenticator:
     client_cas: list[x509.Certificate] = field(default_factory=list)
     token_reviewer: TokenReviewer | None = None
     token_ttl_s: float = 10.0
-    _token_cache: dict[str, tuple[float, UserInfo | None]] = field(default_factory=dict)
-    _token_in_flight: dict[str, asyncio.Future[UserInfo | None]] = field(default_factory=dict)
+    _token_cache: TtlCache[str, UserInfo | None] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._token_cache = TtlCache(lambda _: self.token_ttl_s)
 
     async def authenticate(self, headers: Sequence[tuple[bytes, bytes]], peer_der: bytes | None) -> UserInfo | None:
         cert = x509.load_der_x509_certificate(peer_der) if peer_der else None
@@ -148,15 +148,5 @@ class Authenticator:
         both outcomes and deduplicates with singleflight). A failed review (UpstreamError) is not cached."""
         assert self.token_reviewer is not None
         key = hashlib.sha256(token.encode()).hexdigest()  # never keep raw tokens in memory longer than needed
-        hit = self._token_cache.get(key)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit[1]
-        return await shared_call(self._token_in_flight, key, lambda: self._review_and_cache(key, token))
-
-    async def _review_and_cache(self, key: str, token: str) -> UserInfo | None:
-        assert self.token_reviewer is not None
-        user = await self.token_reviewer(token)
-        if len(self._token_cache) > 10_000:
-            self._token_cache.clear()
-        self._token_cache[key] = (time.monotonic() + self.token_ttl_s, user)
-        return user
+        reviewer = self.token_reviewer
+        return await self._token_cache.get(key, lambda: reviewer(token))

@@ -8,15 +8,13 @@ same time are made once.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from adapter.auth.single import shared_call
 from adapter.auth.user import MASTERS, Attributes
 from adapter.errors import AdapterError
+from adapter.ttlcache import TtlCache
 
 # (attributes) -> (allowed, reason)
 AccessReviewer = Callable[[Attributes], Awaitable[tuple[bool, str]]]
@@ -65,9 +63,11 @@ class Authorizer:
     always_allow_groups: Sequence[str] = (MASTERS,)
     allowed_ttl_s: float = 10.0
     denied_ttl_s: float = 10.0
-    _cache: dict[str, tuple[float, bool, str]] = field(default_factory=dict)
-    _in_flight: dict[str, asyncio.Future[tuple[bool, str]]] = field(default_factory=dict)
     reviews_sent: int = 0
+    _cache: TtlCache[str, tuple[bool, str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._cache = TtlCache(lambda answer: self.allowed_ttl_s if answer[0] else self.denied_ttl_s)
 
     async def authorize(self, attrs: Attributes) -> tuple[bool, str]:
         """(allowed, reason). Without a reviewer (not configured) nothing but the fast paths is allowed."""
@@ -78,17 +78,9 @@ class Authorizer:
         if self.reviewer is None:
             return False, "no authorizer configured"
         key = json.dumps(asdict(attrs), sort_keys=True, default=list)
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit[1], hit[2]
-        return await shared_call(self._in_flight, key, lambda: self._review_and_cache(key, attrs))
+        return await self._cache.get(key, lambda: self._review(attrs))
 
-    async def _review_and_cache(self, key: str, attrs: Attributes) -> tuple[bool, str]:
+    async def _review(self, attrs: Attributes) -> tuple[bool, str]:
         assert self.reviewer is not None
         self.reviews_sent += 1
-        allowed, reason = await self.reviewer(attrs)
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        ttl = self.allowed_ttl_s if allowed else self.denied_ttl_s
-        self._cache[key] = (time.monotonic() + ttl, allowed, reason)
-        return allowed, reason
+        return await self.reviewer(attrs)

@@ -9,29 +9,23 @@ Its errors become ``UpstreamError`` here (a review that cannot be made is a 503,
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from adapter.auth.authn import RequestHeaderConfig, load_pem_certs
 from adapter.auth.pool import ReviewPool
 from adapter.auth.user import Attributes, UserInfo
 from adapter.errors import UpstreamError
+from adapter.kubeconfig import api_client
 
 AUTH_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 
 
 def api_client_from(kubeconfig: str | None) -> k8s.ApiClient:
-    """In-cluster when running in a pod (and no kubeconfig given), else the kubeconfig."""
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        cfg = k8s.Configuration()
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return k8s.ApiClient(cfg)
-    client: k8s.ApiClient = k8s_config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    return client
+    """In-cluster when running in a pod (and no kubeconfig given), else the kubeconfig (``adapter/kubeconfig.py``)."""
+    return api_client(kubeconfig)
 
 
 def _or_none(value: str) -> str | None:

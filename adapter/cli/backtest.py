@@ -55,9 +55,8 @@ from adapter.query.backend import (
     resolve_url,
     sync_http,
 )
+from adapter.settings import duration_seconds
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _TRUE = {"1", "true", "yes", "y", "t"}
 # Prometheus refuses range queries of more than 11,000 points per series
 # (prometheus/prometheus web/api/v1/api.go: "exceeded maximum resolution of 11,000 points per timeseries").
@@ -70,7 +69,8 @@ class CliError(Exception):
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in ``text``: a plain number of seconds or units like ``30s``, ``5m``, ``1h30m``, ``3d``, ``1w``.
+    """Seconds in ``text``: a plain number of seconds or a duration (``settings.duration_seconds``, decimals allowed)
+    like ``30s``, ``5m``, ``1h30m``, ``1.5h``, ``3d``, ``1w``.
 
     Raises ``CliError`` for anything else or a non-positive duration.
     """
@@ -78,10 +78,10 @@ def parse_duration(text: str) -> float:
     try:
         seconds = float(s)
     except ValueError:
-        parts = _DURATION.findall(s)
-        if not parts or "".join(n + u for n, u in parts) != s:
+        try:
+            seconds = duration_seconds(s, fractional=True)
+        except ValueError:
             raise CliError(f"bad duration {text!r}: use e.g. 30s, 5m, 1h, 3d") from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if not (math.isfinite(seconds) and seconds > 0):
         raise CliError(f"bad duration {text!r}: must be positive")
     return seconds

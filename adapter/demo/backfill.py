@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from adapter.demo.exporter import VLLM_ENGINE, VLLM_FINISHED_REASONS
+from adapter.exposition import label_pairs
 from adapter.settings import ForecastDef
 from adapter.sim.fleet import FleetSnapshot
 from adapter.sim.forecasting import history_points
@@ -49,8 +50,7 @@ def history_span_s(forecast: ForecastDef) -> float:
 
 
 def _labels(pairs: list[tuple[str, str]]) -> str:
-    escaped = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for _, v in pairs)
-    return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(pairs, escaped, strict=True)) + "}"
+    return "{" + label_pairs(pairs) + "}"
 
 
 def load_history(

@@ -17,6 +17,7 @@ emitted in the ``exported_pod``/``exported_namespace`` layout instead, i.e. as t
 dcgm-exporter is scraped with ``honorLabels: false``, so both layouts reach the adapter at once.
 """
 
+# Over 450 lines: the exposition renderer, the runner and the server are one scrape target (pure to threaded).
 from __future__ import annotations
 
 import logging
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from adapter.exposition import label_pairs
 from adapter.sim.fleet import (
     VLLM_E2E_LATENCY_BUCKETS,
     Fleet,
@@ -56,14 +58,10 @@ Labels = Sequence[tuple[str, str]]
 # -- text exposition ------------------------------------------------------------------------------------
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def _labels(labels: Labels) -> str:
     if not labels:
         return ""
-    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in labels) + "}"
+    return "{" + label_pairs(labels) + "}"
 
 
 def _float(value: float) -> str:

@@ -19,24 +19,25 @@ reads a key only the deserializing path sets). The API calls, configuration and 
 official client's; only the newline splitting of the stream is ours.
 """
 
+# Over 450 lines: one reflector (list, watch, relist, back-off) and the pod source built on its caches.
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import os
 import random
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar
 
 import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
 from adapter.errors import NotFound, UpstreamError
+from adapter.kubeconfig import api_client
 from adapter.labels import EVERYTHING, Operator, Requirement, Selector
 
 log = logging.getLogger(__name__)
@@ -429,20 +430,7 @@ class KubernetesPodSource:
         )
 
     def _load_client(self) -> kubernetes.client.ApiClient:
-        configuration = kubernetes.client.Configuration()
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            load_incluster = cast(Callable[..., None], kubernetes.config.load_incluster_config)
-            load_incluster(client_configuration=configuration)
-        else:
-            load_kube = cast(Callable[..., None], kubernetes.config.load_kube_config)
-            # persist_config=False: refreshed tokens must not be written back into the user's kubeconfig.
-            load_kube(
-                config_file=self._kubeconfig,
-                context=self._context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        return kubernetes.client.ApiClient(configuration)
+        return api_client(self._kubeconfig, self._context)  # the one rule: adapter/kubeconfig.py
 
     async def close(self) -> None:
         """Stop the reflectors, wait for their threads (bounded by the request timeout) and close the client

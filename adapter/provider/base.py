@@ -58,11 +58,15 @@ class MetricsProvider(Protocol):
         """One value per object in ``namespace`` matching ``selector`` that has data (possibly none)."""
 
 
-def metric_not_found(info: MetricInfo, name: str | None = None, selector: Selector | None = None) -> NotFound:
-    """Upstream wording (custom-metrics-apiserver ``pkg/provider/errors.go``)."""
+def metric_not_found(info: MetricInfo, name: str | None = None, selector: Selector | None = None, *,
+                     reason: str | None = None) -> NotFound:
+    """The one "could not find the metric" 404: upstream wording (custom-metrics-apiserver
+    ``pkg/provider/errors.go``), then ``: reason`` when the adapter knows why (pending forecast, wrong scope)."""
     msg = f"the server could not find the metric {info.metric} for {info.resource}"
     if name is not None:
         msg += f" {name}"
         if selector is not None and not selector.is_everything():
             msg += f" with selector {selector}"
+    if reason is not None:
+        msg += f": {reason}"
     return NotFound(msg)

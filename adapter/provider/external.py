@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from adapter.aggregate import MAX_SERVABLE, MAX_TIMESTAMP, combine
-from adapter.errors import BadRequest, NotFound
+from adapter.errors import BadRequest, NotFound, route_not_found
 from adapter.labels import EVERYTHING, Selector
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
@@ -74,8 +74,7 @@ class ExternalProvider:
             return await self._per_deployment(namespace, metric, selector)
         if metric in self.provider.catalog.metrics or metric in self.provider.catalog.composites:
             return await self._combined(namespace, metric, selector)
-        raise NotFound(f"the server could not find the requested resource (external metric {metric!r} is not "
-                       "served; see discovery)")
+        raise route_not_found(f"external metric {metric!r} is not served; see discovery")
 
     async def _combined(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
         selector_matchers(selector, "labelSelector")   # 400 before any query for what PromQL cannot express

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapter.aggregate import CompositeValue, PodValue, Rejections, combine, fuse, reduce_by_pod, unservable_terms
-from adapter.errors import NotFound, UpstreamError
+from adapter.errors import UpstreamError
+from adapter.forecast.boost import boosted
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
@@ -254,8 +255,7 @@ class PrometheusProvider:
             raise metric_not_found(info)
         selector_matchers(metric_selector)  # a selector PromQL cannot express is a 400 even with no pods
         if info.resource != "pods":
-            raise NotFound(f"the server could not find the metric {info.metric} for {info.resource}: "
-                           "only pods can be listed by selector; name the object instead")
+            raise metric_not_found(info, reason="only pods can be listed by selector; name the object instead")
         pods = await self.pods.pods_for_selector(namespace, selector)
         if not pods:
             return []
@@ -263,7 +263,7 @@ class PrometheusProvider:
         reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
         window, values, metric = self.window_s(info.metric), reading.values, info.metric  # once, not per pod
         return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts,
-                             pv.value if boost == 1.0 else pv.value * boost, window, metric_selector)
+                             boosted(pv.value, boost), window, metric_selector)
                 for pod in pods if (pv := values.get(pod)) is not None]
 
     # -- forecast ----------------------------------------------------------------------------------
@@ -292,13 +292,11 @@ class PrometheusProvider:
         if info.metric == FORECAST_METRIC:
             if state is None or state.peak is None:
                 why = "forecast pending" if state is None else f"no forecast: {state.reason}"
-                raise NotFound(f"the server could not find the metric {info.metric} for {info.resource} "
-                               f"{obj.name}: {why}")
+                raise metric_not_found(info, obj.name, reason=why)
             value = state.peak
         else:
             if state is None:
-                raise NotFound(f"the server could not find the metric {info.metric} for {info.resource} "
-                               f"{obj.name}: forecast pending")
+                raise metric_not_found(info, obj.name, reason="forecast pending")
             value = self.forecasts.boost(key)[0]
         return self._sample(obj, info.metric, PodValue(value, state.step_ts, 1), metric_selector)
 
@@ -338,6 +336,19 @@ class PrometheusProvider:
                       max(v.ts for v in values), len(values))
         return self._sample(obj, info.metric, _times(pv, boost), metric_selector)
 
+    # -- what explain asks besides the API's questions (explain.collect.ExplainSource) ---------------
+    async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
+        return await self.pods.pods_for_selector(namespace, selector)
+
+    async def pods_for_deployment(self, namespace: str, name: str) -> list[str]:
+        return await self.pods.pods_for_deployment(namespace, name)
+
+    async def raw_query(self, promql: PromQL, at: float) -> list[Sample]:
+        """One instant query's samples as the backend answers them (explain's per-GPU samples)."""
+        return await self.client.query(promql, at)
+
+
 
 def _times(pv: PodValue, boost: float) -> PodValue:
-    return pv if boost == 1.0 else PodValue(pv.value * boost, pv.ts, pv.series)
+    """``pv`` with its value boosted by the one rule the simulator uses too (``forecast.boost.boosted``)."""
+    return pv if boost == 1.0 else PodValue(boosted(pv.value, boost), pv.ts, pv.series)

@@ -36,6 +36,7 @@ from adapter.query.results import (
     parse_vector,
 )
 from adapter.samples import Sample
+from adapter.ttlcache import TtlCache
 
 if TYPE_CHECKING:
     from adapter.settings import Settings
@@ -80,9 +81,8 @@ class PromClient:
         self._observer = observer
         self.reachable: bool | None = None
         self.cache_ttl_s = cache_ttl_s
-        self._cache: dict[str, tuple[float, list[Sample]]] = {}
-        self._inflight: dict[str, asyncio.Future[list[Sample]]] = {}
-        self.coalesced = 0  # answers served without a round-trip of their own
+        # Answers (and queries in flight) shared by identical queries; 0 s keeps nothing but still shares.
+        self._answers: TtlCache[str, list[Sample]] = TtlCache(lambda _: self.cache_ttl_s, max_entries=4096)
 
     async def _fetch(self, endpoint: str, form: dict[str, str], parse: Callable[[bytes, int], T]) -> T:
         """POST ``form`` to ``endpoint`` and parse the answer, all within the deadline."""
@@ -160,26 +160,12 @@ class PromClient:
         (single-flight), and with ``cache_ttl_s`` > 0 an answer is reused for that long (keep it below the
         data's resolution: the scrape interval). A failed answer is never cached.
         """
-        now = time.monotonic()
-        hit = self._cache.get(promql)
-        if hit is not None and now - hit[0] < self.cache_ttl_s:
-            self.coalesced += 1
-            return hit[1]
-        flight = self._inflight.get(promql)
-        if flight is not None:
-            self.coalesced += 1
-            return await asyncio.shield(flight)
-        flight = asyncio.ensure_future(self._query(promql, at))
-        self._inflight[promql] = flight
-        try:
-            result = await asyncio.shield(flight)
-        finally:
-            self._inflight.pop(promql, None)
-        if self.cache_ttl_s > 0:
-            if len(self._cache) > 4096:  # bounded: drop everything old at once
-                self._cache = {k: v for k, v in self._cache.items() if now - v[0] < self.cache_ttl_s}
-            self._cache[promql] = (now, result)
-        return result
+        return await self._answers.get(promql, lambda: self._query(promql, at))
+
+    @property
+    def coalesced(self) -> int:
+        """Answers served without a round-trip of their own (a cached answer, or one already in flight)."""
+        return self._answers.shared
 
     async def _query(self, promql: PromQL, at: float) -> list[Sample]:
         return await self._fetch("/api/v1/query", {"query": promql, "time": f"{at:.3f}"}, parse_vector)

@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from adapter.api.storage import Storage, route_not_found
+from adapter.api.storage import Storage
 from adapter.api.wire import VERSIONS, api_group, api_group_list
-from adapter.errors import AdapterError, InternalError, MethodNotAllowed
+from adapter.errors import AdapterError, InternalError, MethodNotAllowed, route_not_found
 from adapter.routes.http import check_accept, error_response, json_response
 
 log = logging.getLogger("adapter.routes")

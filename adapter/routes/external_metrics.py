@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from adapter.api.wire import api_group as custom_api_group
 from adapter.api.wire import quantity, rfc3339
-from adapter.errors import AdapterError, BadRequest, InternalError, MethodNotAllowed, NotFound
+from adapter.errors import AdapterError, BadRequest, InternalError, MethodNotAllowed, route_not_found
 from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.external import ExternalProvider, ExternalValue
 from adapter.provider.prometheus import PrometheusProvider
@@ -98,19 +98,19 @@ async def metrics_api(request: Request) -> Response:
         version, _, tail = request.url.path[len(PREFIX) + 1:].partition("/")
         parts = tail.split("/") if tail else []
         if version != VERSION or any(p == "" for p in parts):
-            raise NotFound("the server could not find the requested resource", details={})
+            raise route_not_found()
         provider = _provider(request)
         if not parts:
             return json_response(request, resource_list(provider.list_all_metrics() if provider else []))
         if len(parts) != 3 or parts[0] != "namespaces":
-            raise NotFound("the server could not find the requested resource", details={})
+            raise route_not_found()
         namespace, metric = parts[1], parts[2]
         if len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
             raise BadRequest(f"invalid namespace name {namespace[:80]!r}: must be a lowercase RFC 1123 label "
                              "of at most 63 characters")
         selector = _selector(request)
         if provider is None:
-            raise NotFound(f"the server could not find the requested resource (external metric {metric!r})")
+            raise route_not_found(f"external metric {metric!r}")
         items = await provider.get(namespace, metric, selector)
         return json_response(request, value_list(items))
     except AdapterError as err:

@@ -18,11 +18,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapter.errors import AdapterError, BadRequest, ConfigError
-from adapter.explain import explain, to_text
+from adapter.errors import AdapterError, BadRequest, ConfigError, InternalError, Unsupported
+from adapter.explain import ExplainSource, Explanation, explain, to_text
 from adapter.observability import Observability
-from adapter.provider.prometheus import PrometheusProvider
+from adapter.provider.base import MetricsProvider
 from adapter.routes import custom_metrics
+from adapter.routes.http import error_response
 
 log = logging.getLogger("adapter.routes")
 
@@ -98,10 +99,10 @@ class RequestMetrics:
     def _maybe_unknown(self, scope: Scope, metric: str, resource: str) -> None:
         # Only 404s get here, so listing the catalog's metrics costs nothing on the served path.
         app = scope.get("app")
-        storage = getattr(getattr(app, "state", None), "storage", None)
-        if storage is None:
+        provider: MetricsProvider | None = getattr(getattr(app, "state", None), "metrics_provider", None)
+        if provider is None:
             return
-        if metric not in {info.metric for info in storage.provider.list_all_metrics()}:
+        if metric not in {info.metric for info in provider.list_all_metrics()}:
             self.obs.unknown_metric(metric, resource)
 
 
@@ -114,10 +115,6 @@ async def metrics(request: Request) -> Response:
         return Response(gzip.compress(body, compresslevel=1), media_type=METRICS_CONTENT_TYPE,
                         headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
     return Response(body, media_type=METRICS_CONTENT_TYPE)
-
-
-def _error(code: int, message: str) -> Response:
-    return Response(json.dumps({"error": message}) + "\n", status_code=code, media_type="application/json")
 
 
 async def _hpa_from_body(request: Request) -> Any:
@@ -141,27 +138,31 @@ async def explain_endpoint(request: Request) -> Response:
     ``POST`` with an HPA manifest (YAML or JSON) as the body adds the replicas that HPA would want.
     Answers JSON (``Explanation.to_json``) or, with ``format=text``, the tables as plain text.
     """
-    provider = getattr(request.app.state, "provider", None)
-    if not isinstance(provider, PrometheusProvider):
-        return _error(501, "explain needs the Prometheus-backed provider")
+    try:
+        ex = await _explain(request)
+    except AdapterError as err:
+        return error_response(request, err)
+    except ConfigError as err:   # an HPA manifest the model cannot read
+        return error_response(request, BadRequest(str(err)))
+    except Exception:  # a bug: log it with its stack, answer without one
+        log.exception("explain failed")
+        return error_response(request, InternalError("explain failed; see the adapter's log"))
+    if request.query_params.get("format") == "text":
+        return PlainTextResponse(to_text(ex))
+    return Response(json.dumps(ex.to_json(), indent=2) + "\n", media_type="application/json")
+
+
+async def _explain(request: Request) -> Explanation:
+    source: ExplainSource | None = getattr(request.app.state, "explain_source", None)
+    if source is None:
+        raise Unsupported("explain needs a provider that can explain its values (the Prometheus-backed one)")
     params = request.query_params
     namespace, metric = params.get("namespace"), params.get("metric")
     if not namespace or not metric:
-        return _error(400, "namespace and metric are required, and one of selector or deployment")
-    try:
-        hpa = await _hpa_from_body(request) if request.method == "POST" else None
-        ex = await explain(provider, namespace=namespace, metric=metric, selector=params.get("selector"),
-                           deployment=params.get("deployment"), hpa=hpa)
-    except AdapterError as err:
-        return _error(err.code, err.message)
-    except ConfigError as err:   # an HPA manifest the model cannot read
-        return _error(400, str(err))
-    except Exception:  # a bug: log it with its stack, answer without one
-        log.exception("explain failed")
-        return _error(500, "explain failed; see the adapter's log")
-    if params.get("format") == "text":
-        return PlainTextResponse(to_text(ex))
-    return Response(json.dumps(ex.to_json(), indent=2) + "\n", media_type="application/json")
+        raise BadRequest("namespace and metric are required, and one of selector or deployment")
+    hpa = await _hpa_from_body(request) if request.method == "POST" else None
+    return await explain(source, namespace=namespace, metric=metric, selector=params.get("selector"),
+                         deployment=params.get("deployment"), hpa=hpa)
 
 
 def add_routes(app: Any) -> None:

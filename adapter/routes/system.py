@@ -1,4 +1,7 @@
-"""Health, version, OpenAPI and /metrics endpoints."""
+"""Health, version and OpenAPI endpoints.
+
+They read only interfaces the app publishes on ``app.state``: ``metrics_provider`` (a ``MetricsProvider``:
+what is served) and ``pod_source`` (a ``PodSource``: is it synced) -- never a provider's internals."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from starlette.responses import PlainTextResponse, Response
 from adapter import __version__
 from adapter.api.openapi import discovery_document, group_version_document
 from adapter.api.wire import VERSIONS
-from adapter.errors import NotFound
+from adapter.errors import route_not_found
+from adapter.provider.base import MetricsProvider
 from adapter.routes.http import error_response, json_response
 
 
@@ -39,12 +43,12 @@ async def version(request: Request) -> Response:
 async def openapi(request: Request) -> Response:
     # /openapi/v2: 404 is what kube-aggregator treats as "this server publishes no spec" and skips
     # gracefully (kube-aggregator pkg/controllers/openapi/aggregator/downloader.go).
-    return error_response(request, NotFound("the server could not find the requested resource", details={}))
+    return error_response(request, route_not_found())
 
 
 def _served_metrics(request: Request) -> list[str]:
-    storage = request.app.state.storage
-    return sorted({m.metric for m in storage.provider.list_all_metrics()})
+    provider: MetricsProvider = request.app.state.metrics_provider
+    return sorted({m.metric for m in provider.list_all_metrics()})
 
 
 async def openapi_v3(request: Request) -> Response:
@@ -54,5 +58,5 @@ async def openapi_v3(request: Request) -> Response:
 async def openapi_v3_group_version(request: Request) -> Response:
     version = request.path_params["version"]
     if version not in VERSIONS:
-        return error_response(request, NotFound("the server could not find the requested resource", details={}))
+        return error_response(request, route_not_found())
     return json_response(request, group_version_document(version, _served_metrics(request)))

@@ -162,3 +162,13 @@ async def test_a_bug_is_500_without_a_stack_trace(client: httpx.AsyncClient, pro
     assert r.content == status(500, "InternalError", "an internal error occurred; see the adapter's log")
     # The stack goes to the log, not to the client.
     assert [rec.exc_info[0] for rec in caplog.records if rec.exc_info] == [ZeroDivisionError]
+
+
+# /explain answers Status errors like the API. The provider double has no explain seam (explain.ExplainSource),
+# so the server says it cannot explain: 501 with no reason (apimachinery has none for 501).
+async def test_explain_without_an_explaining_provider_is_a_501_status(client: httpx.AsyncClient) -> None:
+    r = await client.get("/explain", params={"namespace": NS, "metric": "gpu_utilization_p90", "selector": "a=b"})
+    assert (r.status_code, r.headers["content-type"]) == (501, "application/json")
+    assert r.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": "explain needs a provider that can explain its values (the Prometheus-backed "
+                                   "one)", "code": 501}

@@ -1,4 +1,4 @@
-"""Review lanes (auth/pool.py), one-in-flight calls (auth/single.py) and /explain's attributes (auth/user.py)."""
+"""Review lanes (auth/pool.py), one-in-flight calls (ttlcache.py) and /explain's attributes (auth/user.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import threading
 import pytest
 
 from adapter.auth.pool import ReviewPool
-from adapter.auth.single import shared_call
 from adapter.auth.user import UserInfo, explain_attributes
 from adapter.errors import UpstreamError
+from adapter.ttlcache import shared_call
 
 
 def test_queue_time_counts_against_the_deadline_and_a_withdrawn_call_never_runs() -> None:

@@ -194,9 +194,12 @@ def test_http_explain_text_and_errors(fleet: Fleet) -> None:
     assert f"HPA receives {BOOSTED} = {served['llama-7f9b8c6d4-aaaa1']}" in r.text
     assert "missing: no GPU series" in r.text
     r = get(f"{fleet.url}/explain", params={"namespace": fleet.ns, "selector": "app=llama", "metric": "nope"})
-    assert r.status_code == 404 and "llm_composite_load" in r.json()["error"]  # lists what it does serve
+    # Errors are metav1.Status objects like every other error of the server (they were {"error": ...}).
+    assert r.status_code == 404 and r.json()["kind"] == "Status" and r.json()["reason"] == "NotFound"
+    assert r.json()["code"] == 404 and "llm_composite_load" in r.json()["message"]  # lists what it does serve
     r = get(f"{fleet.url}/explain", params={"namespace": fleet.ns, "metric": BOOSTED})
-    assert r.status_code == 400
+    assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
+    assert r.json()["message"] == "give exactly one of selector or deployment"
 
 
 def hpa_manifest(ns: str, target: str) -> dict[str, Any]:

@@ -1,0 +1,150 @@
+"""``explain()``: the reads behind an explanation, through the narrow ``ExplainSource`` interface.
+
+It asks the provider the same questions the API asks it (so the served values are the API's own answers,
+not a re-computation), plus one raw query per GPU metric to show the per-GPU samples behind each P90 (a
+debugging tool, not the hot path), then hands everything to the pure ``build``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from adapter.errors import AdapterError, BadRequest, NotFound
+from adapter.explain.build import build, explain_forecast, explain_hpa, gpu_metric, raw_queries, read_metrics
+from adapter.explain.model import Explanation
+from adapter.hpa.spec import HPASpec
+from adapter.labels import EVERYTHING, Selector, parse_selector
+from adapter.provider.base import MetricInfo, MetricSample, MetricsProvider, ObjectRef
+from adapter.provider.prometheus import MetricReading
+from adapter.query.promql import PromQL, Scope
+from adapter.samples import Sample
+from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog
+from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
+
+
+class ExplainSource(MetricsProvider, Protocol):
+    """All ``explain()`` may ask a provider: the API's own questions (``MetricsProvider``) plus these.
+
+    ``PrometheusProvider`` is one; the HTTP endpoint and the CLI depend on this interface, not on it."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def forecasts(self) -> ForecastService | None: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    def knows(self, metric: str, resource: str | None = None) -> bool: ...
+    def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None: ...
+    async def read(self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING,
+                   at: float | None = None) -> MetricReading: ...
+    async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]: ...
+    async def pods_for_deployment(self, namespace: str, name: str) -> list[str]: ...
+    async def raw_query(self, promql: PromQL, at: float) -> list[Sample]: ...
+
+
+async def explain(provider: ExplainSource, *, namespace: str, metric: str, selector: str | None = None,
+                  deployment: str | None = None, hpa: HPASpec | None = None,
+                  refresh_forecast: bool = False) -> Explanation:
+    """Explain ``metric`` for the pods of ``selector`` or ``deployment`` in ``namespace``.
+
+    ``refresh_forecast`` pulls the history and fits once when the provider holds no forecast for the
+    workload yet (the one-shot CLI); the server's endpoint shows the forecast it already holds.
+    Raises NotFound for a metric the catalog does not serve, BadRequest for a bad selector or arguments.
+    """
+    if (selector is None) == (deployment is None):
+        raise BadRequest("give exactly one of selector or deployment")
+    if not provider.knows(metric):
+        known = ", ".join(i for i in sorted({m.metric for m in provider.list_all_metrics()}))
+        raise NotFound(f"the catalog serves no metric {metric!r}; it serves: {known}")
+    catalog = provider.catalog
+    sel: Selector | None = None
+    if selector is not None:
+        try:
+            sel = parse_selector(selector)
+        except ValueError as exc:
+            raise BadRequest(f"invalid selector {selector!r}: {exc}") from None
+        pods = await provider.pods_for_selector(namespace, sel)
+    else:
+        assert deployment is not None
+        pods = await provider.pods_for_deployment(namespace, deployment)
+    forecast_metrics = {FORECAST_METRIC, BOOST_METRIC}
+    boosted = catalog.forecast.boosted if catalog.forecast is not None else None
+    base = catalog.forecast.base if catalog.forecast is not None and metric == boosted else metric
+    problems: list[str] = []
+
+    forecast = None
+    boost = 1.0
+    if provider.forecasts is not None and (metric == boosted or metric in forecast_metrics):
+        key = WorkloadKey(namespace, (deployment,)) if deployment else key_for_pods(namespace, pods)
+        service = provider.forecasts
+        if refresh_forecast and service.state(key) is None:
+            service.touch(key)
+            await service.refresh(key)
+        b, reason = service.boost(key)
+        forecast = explain_forecast(key, service.state(key), b, reason)
+        boost = b if metric == boosted else 1.0
+    elif metric == boosted:
+        problems.append("the adapter runs no forecast service: the boost is 1")
+
+    if metric in forecast_metrics:
+        object_value = await _object_value(provider, namespace, deployment, metric, problems)
+        return build(catalog=catalog, namespace=namespace, metric=metric, base=metric, pods=pods,
+                     reading=None, raw={}, raw_promql={}, served={}, boost=boost, forecast=forecast,
+                     selector=selector,
+                     deployment=deployment, object_value=object_value, problems=problems)
+
+    reading = None
+    raw: dict[str, list[Sample]] = {}
+    raw_promql: dict[str, PromQL] = {}
+    served: dict[str, float] = {}
+    object_value = None
+    if pods:
+        scope = Scope(namespace, tuple(pods))
+        reading = await provider.read(base, scope)
+        names = read_metrics(catalog, base)
+        raw_promql = raw_queries(catalog, names, scope)
+        at = provider.clock()
+        for name, q in raw_promql.items():
+            raw[name] = await provider.raw_query(q, at)
+        for name in [n for n in raw_promql if not gpu_metric(n, catalog, raw)]:
+            del raw[name], raw_promql[name]   # per-engine series, not per-GPU: nothing to show
+        if sel is not None:
+            samples = await provider.get_metric_by_selector(namespace, sel, MetricInfo("pods", metric, True),
+                                                            EVERYTHING)
+            served = {s.obj.name: s.value for s in samples}
+        else:
+            for pod in pods:
+                sample = await _by_name(provider, ObjectRef("Pod", "/v1", pod, namespace), "pods", metric)
+                if sample is not None:
+                    served[pod] = sample.value
+            object_value = await _object_value(provider, namespace, deployment, metric, problems)
+    hpa_part = None
+    if hpa is not None:
+        hpa_part = explain_hpa(hpa, metric, served, object_value, pods, provider.clock(), deployment)
+    return build(catalog=catalog, namespace=namespace, metric=metric, base=base, pods=pods, reading=reading,
+                 raw=raw, raw_promql=raw_promql, served=served, boost=boost, forecast=forecast,
+                 selector=selector, deployment=deployment, object_value=object_value, hpa=hpa_part,
+                 problems=problems, data_age_s=provider.data_age(namespace, base))
+
+
+async def _by_name(provider: ExplainSource, obj: ObjectRef, resource: str,
+                   metric: str) -> MetricSample | None:
+    try:
+        return await provider.get_metric_by_name(obj, MetricInfo(resource, metric, True), EVERYTHING)
+    except NotFound:
+        return None
+
+
+async def _object_value(provider: ExplainSource, namespace: str, deployment: str | None, metric: str,
+                        problems: list[str]) -> float | None:
+    if deployment is None:
+        return None
+    try:
+        sample = await provider.get_metric_by_name(ObjectRef("Deployment", "apps/v1", deployment, namespace),
+                                                   MetricInfo("deployments.apps", metric, True), EVERYTHING)
+    except AdapterError as exc:
+        problems.append(f"Deployment {deployment}: {exc.message}")
+        return None
+    return sample.value

@@ -1,0 +1,110 @@
+"""What ``explain`` answers: frozen dataclasses, from one GPU sample up to the whole ``Explanation``.
+
+``Explanation.to_json()`` is the stable machine form (the HTTP endpoint's JSON, the CLI's ``--json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One raw per-GPU series of a pod: the labels naming the GPU and its value."""
+
+    gpu: dict[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class TermExplanation:
+    """One metric of the pod (a composite's term, or the metric itself)."""
+
+    metric: str
+    value: float | None                   # the pod's value as the provider computed it; None = no data
+    target: float | None = None           # composite terms only
+    weight: float | None = None           # its share of the composite's weights
+    normalized: float | None = None       # (value - idle) / (target - idle)
+    contribution: float | None = None     # weight x normalized
+    gpu_samples: list[GpuSample] = field(default_factory=list)
+    gpu_p90: float | None = None          # numpy P90 of the raw samples: checks the backend's reduction
+    missing: str | None = None
+
+
+@dataclass(frozen=True)
+class PodExplanation:
+    """Everything about one pod, ending in the value the HPA receives for it."""
+
+    pod: str
+    terms: list[TermExplanation]
+    value: float | None                   # the base value (composite or metric) before any boost
+    boost: float
+    served: float | None                  # what the API serves for this pod; None = the pod is omitted
+    quantity: str | None                  # the served value as the wire shows it
+    missing: list[str]
+
+
+@dataclass(frozen=True)
+class ForecastExplanation:
+    """The workload's forecast as the adapter holds it, and the boost it yields now."""
+
+    workload: str
+    model: str
+    reason: str                           # ok, pending, stale, or why the boost is 1
+    boost: float
+    current_load: float | None
+    forecast: list[float] | None
+    peak: float | None
+    step_ts: float | None
+
+
+@dataclass(frozen=True)
+class HPAExplanation:
+    """What the HPA controller would do with these values (``adapter.hpa``, a fresh controller)."""
+
+    name: str
+    metrics: list[str]                    # the spec.metrics entries that use this metric
+    ignored: list[str]                    # the other entries (not explained: their values are not ours)
+    current_replicas: int
+    usage: str | None                     # the metric's usage as the HPA computes it (a Quantity)
+    metric_replicas: int | None           # the replica formula's proposal
+    desired_replicas: int | None          # after min/max, stabilization and rate limits
+    reason: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The whole answer; ``to_json()`` is its stable machine form."""
+
+    namespace: str
+    metric: str
+    base_metric: str
+    selector: str | None
+    deployment: str | None
+    pods: list[PodExplanation]
+    queries: dict[str, str]               # metric -> the PromQL the provider sent
+    raw_queries: dict[str, str]           # metric -> the raw per-GPU query explain sent
+    object_value: float | None = None     # the Deployment's value (Object metric), when a Deployment is named
+    object_quantity: str | None = None
+    forecast: ForecastExplanation | None = None
+    hpa: HPAExplanation | None = None
+    problems: list[str] = field(default_factory=list)
+    data_age_s: float | None = None       # age of the served values (the value store's data), None = not stored
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict; non-finite numbers become null."""
+        return _clean(dataclasses.asdict(self))  # type: ignore[no-any-return]
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
