@@ -17,9 +17,10 @@ Definitions (README "Calibrate"):
   on the straight line through its values between half the safe point and the safe point. A term that is
   flat or saturating there (GPU utilization reads ~100 % whenever a pod is busy; a queue is empty until the
   batch is full; see ``MIN_RISE``, ``SATURATION_RATIO``) cannot track load: it keeps ``idle`` 0 and its
-  value at the safe point as its target (a busy-pod presence term) or, when it reads 0 there, its catalog
-  target (an overload alarm). The terms that do track load then get targets that make the whole composite
-  read exactly 1.0 at the safe point.
+  value at the safe point as its target (a busy-pod presence term) or, when it reads 0 there or anywhere
+  between half the safe point and the safe point (an integer queue count that first shows a request or two
+  near the knee: a step, not a slope), its catalog target (an overload alarm). The terms that do track load
+  then get targets that make the whole composite read exactly 1.0 at the safe point.
 """
 
 from __future__ import annotations

@@ -112,3 +112,19 @@ def test_simulated_sweep_uses_simulates_physics_and_finds_its_mgc_knee() -> None
     assert cal.knee_rps is not None and abs(cal.knee_rps - expected) <= 0.05 * expected
     queue = next(p for p in cal.terms if p.metric == "inference_queue_depth")
     assert not queue.tracks_load and queue.target == 8  # integer queue counts near the knee: an alarm, not a slope
+
+
+def test_an_integer_queue_that_first_shows_a_request_just_below_the_safe_point_is_an_alarm_not_a_slope() -> None:
+    """The queue reads 0 up to 26 req/s and 1 from 28 (vLLM's waiting count is an integer): a line through
+    those medians would give a target of a fraction of a request, so one waiting request would add most of a
+    pod's worth of composite. It keeps its catalog target; the latency carries the load."""
+    bins = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0 if x < 28 else 1.0,
+               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    props, composite = propose_terms(bins, TERMS, safe=30.0)
+    by = {p.metric: p for p in props}
+    assert not by["inference_queue_depth"].tracks_load and by["inference_queue_depth"].target == 8.0
+    assert by["inference_latency_p99_seconds"].tracks_load and composite == pytest.approx(1.0)
+    # A queue positive throughout the range (a deep, steady queue) still tracks load.
+    deep = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=1.0 + 0.5 * x,
+               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    assert {p.metric: p for p in propose_terms(deep, TERMS, safe=30.0)[0]}["inference_queue_depth"].tracks_load
