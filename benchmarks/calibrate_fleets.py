@@ -3,11 +3,13 @@
 For each fleet (pod capacity, service time, model-load time, SLO): ``calibrate --simulate`` proposes the
 composite's targets (with the shared trace's demand growth), then ``python -m adapter simulate`` replays the
 shared trace through the example HPA (``apiservice-manifests/examples/vllm-hpa.yaml``, unchanged) for the
-boosted composite, the reactive composite and GPU-utilization-only. The oracle: pods start instantly and each
-carries exactly the knee load (``ceil(arrivals / knee)`` pods every 5-minute step). ``--fleet reference``
-with the embedded catalog as is (no calibration) reproduces the README's acceptance row.
+boosted composite, the reactive composite and GPU-utilization-only. The oracle is ``simulate``'s own (pods
+start instantly and each carries exactly its fleet model's knee load); the calibrated knee is printed beside it.
+``--fleet reference`` simulates with the base catalog as is (the shipped targets are what ``calibrate`` proposes
+for that fleet).
 
-Usage: python benchmarks/calibrate_fleets.py [--days 3] [--fleet NAME ...]   (~1 minute per fleet per 3 days)
+Usage: python benchmarks/calibrate_fleets.py [--days 3] [--fleet NAME ...] [--catalog FILE] [--start auto]
+(~1 minute per fleet per 2 days on a loaded 2-core machine)
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from adapter.sim.trace import load_trace
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
 HPA = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
-GPUS_PER_POD = 2  # simulate's default
 
 # name: (pod capacity req/s, service time, load-time range, P99 SLO). The SLO must sit above the idle P99
 # (about 3.4 x the service time at sigma 0.6): a fleet that misses it at zero load has no knee.
