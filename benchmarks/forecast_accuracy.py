@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from adapter.cli.backtest import load_csv
+from adapter.cli.backtest import load_csv, parse_duration
 from adapter.forecast.backtest import run_backtest
 from adapter.forecast.registry import DEFAULT_MODEL, MODELS
 
@@ -72,9 +72,12 @@ def _table(title: str, values: np.ndarray, step_s: float, models: list[str], tra
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--horizon", default="30m", help="how far ahead (default 30m; the catalog serves 15m)")
     parser.add_argument("--quick", action="store_true", help="leave ARIMA out (about a minute of fits per table)")
     parser.add_argument("--model", action="append", help="only these models (repeatable; persistence is always in)")
     args = parser.parse_args(argv)
+    global HORIZON_S
+    HORIZON_S = parse_duration(args.horizon)
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
     series = load_csv(args.trace, time_col="window_start_s", value_col="rate_rps", gap_col="gap")
     v10 = np.asarray(series.values, dtype=np.float64)

@@ -27,8 +27,8 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
     (comp,) = cat.composites.values()
     # The mission's inputs and weights; targets as `calibrate --simulate` proposes for the reference fleet.
     assert [(t.metric, t.weight, t.target, t.idle, t.when_missing) for t in comp.terms] == [
-        ("gpu_utilization_p90", 0.4, 98.3, 0.0, "omit_pod"), ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
-        ("inference_latency_p99_seconds", 0.3, 0.466, 0.314, "idle")]
+        ("gpu_utilization_p90", 0.4, 95.95, 0.0, "omit_pod"), ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
+        ("inference_latency_p99_seconds", 0.3, 0.4452, 0.2567, "idle")]
     assert cat.metrics["gpu_utilization_p90"].query.startswith("quantile by (<<by>>) (0.9, DCGM_FI_DEV_GPU_UTIL")
     assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
 

@@ -23,7 +23,7 @@ from adapter.query.client import Backend, PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.query.results import RangeSeries
 from adapter.settings import Catalog, MetricDef, Term
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet, FleetConfig, PodPhase
+from adapter.sim.fleet import FleetConfig
 
 DEFAULT_HISTOGRAM = "vllm:e2e_request_latency_seconds"
 
@@ -121,52 +121,64 @@ async def read_history(client: PromClient, catalog: Catalog, terms: Sequence[Ter
                    step_s=step_s)
 
 
-def _p90(values: Sequence[float]) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), 90))
-
-
 def simulated_history(config: FleetConfig, terms: Sequence[Term], *, slo_s: float, pods: int = 2,
                       levels: int = 40, top: float = 1.3, hold_s: float = 120.0, measure_s: float = 60.0,
-                      deployment_load: F64 | None = None, deployment_step_s: float = 60.0) -> History:
-    """A load sweep on a simulated fleet: ``levels`` steady loads from ``top / levels`` to ``top`` x the pod
+                      deployment_load: F64 | None = None, deployment_step_s: float = 60.0,
+                      queueing: bool = True, arrival_cv2: float = 1.0,
+                      latency_window_s: float = 120.0) -> History:
+    """A load sweep on the fleet model ``simulate`` replays (``adapter.sim.fluid.FluidFleet`` read through
+    ``adapter.sim.observer.Observer``): ``levels`` steady loads from ``top / levels`` to ``top`` x the pod
     capacity, each held ``hold_s`` and measured over its last ``measure_s`` (one row per pod and level).
 
-    Term values are what the server would read: GPU P90 across the pod's GPUs, the waiting requests and
-    ``histogram_quantile(0.99, ...)`` over the measurement window. ``deployment_load`` (e.g. a trace) feeds the
-    growth headroom; without it the growth is 0.
+    One physics for calibration and simulation: the same M/G/c waiting before saturation (``queueing``,
+    ``arrival_cv2``, as ``simulate --queueing/--arrival-cv2``), the same GPU duty cycle, queue and
+    ``histogram_quantile(0.99)`` over ``latency_window_s`` (the catalog's latency window) that the HPA
+    model reads, so the targets proposed here mean the same in ``simulate``. The share of requests slower
+    than the SLO is the fleet's own accounting (exact, not read back from buckets). ``deployment_load``
+    (e.g. a trace) feeds the growth headroom; without it the growth is 0.
     """
-    from adapter.sim.latency import histogram_quantile
+    from adapter.sim.fluid import MINUTE_S, FluidFleet
+    from adapter.sim.observer import Observer
+    from adapter.sim.policies import CpuModel
 
     known = {"gpu_utilization_p90", "inference_queue_depth", "inference_latency_p99_seconds"}
     unknown = [t.metric for t in terms if t.metric not in known]
     if unknown:
         raise ValueError(f"the simulated fleet does not produce {unknown}; it produces {sorted(known)}")
-    fleet = Fleet(config, replicas=pods)
-    upper = np.asarray(VLLM_E2E_LATENCY_BUCKETS, dtype=np.float64)
+    sync = 15.0
+    if hold_s % MINUTE_S or measure_s % MINUTE_S or not 0 < measure_s <= hold_s:
+        raise ValueError("hold_s and measure_s must be whole minutes, 0 < measure_s <= hold_s")
+    end = levels * hold_s
+    fleet = FluidFleet(config, replicas=pods, start=0.0, end=end, slo_s=slo_s, queueing=queueing,
+                       arrival_cv2=arrival_cv2)
+    observer = Observer(fleet, latency_window_s=latency_window_s, cpu=CpuModel(), sync_period_s=sync,
+                        seed=config.seed, deployment=config.deployment.name)
     rows: dict[str, list[float]] = {"load": [], "req": [], "over": []}
     term_rows: dict[str, list[float]] = {t.metric: [] for t in terms}
+    ledger = fleet.ledger
     for i in range(1, levels + 1):
         rate = top * config.capacity_rps * pods * i / levels
-        fleet.advance(hold_s - measure_s, rate)
-        before = {p.name: p for p in fleet.snapshot().pods}
-        fleet.advance(measure_s, rate)
-        snap = fleet.snapshot()
-        for pod in snap.pods:
-            if pod.phase is not PodPhase.READY or pod.name not in before:
+        level_end = i * hold_s
+        while fleet.now < level_end - 1e-9:
+            observer.view(fleet.now, latency=True)
+            fleet.advance(min(fleet.now + sync, level_end), rate)
+        view = observer.view(fleet.now, latency=True)
+        first, last = int((level_end - measure_s) // MINUTE_S), int(level_end // MINUTE_S)
+        done = float(ledger.completions[first:last].sum()) / pods
+        over = float(ledger.over_slo[first:last].sum()) / pods
+        for k in range(len(view.names)):
+            if not view.serving[k]:
                 continue
-            delta = np.array(pod.latency_buckets) - np.array(before[pod.name].latency_buckets)
-            done = float(delta[-1])
-            rows["load"].append((pod.completed - before[pod.name].completed) / measure_s)
+            rows["load"].append(done / measure_s)
             rows["req"].append(done / measure_s)
-            rows["over"].append(over_threshold(VLLM_E2E_LATENCY_BUCKETS, list(delta), slo_s) / measure_s)
-            gpus = [g.util_pct for g in snap.gpus if g.pod == pod.name]
+            rows["over"].append(over / measure_s)
             for t in terms:
                 if t.metric == "gpu_utilization_p90":
-                    v = _p90([round(u) for u in gpus])
+                    v = float(np.percentile(view.gpu_util[k], 90))
                 elif t.metric == "inference_queue_depth":
-                    v = float(round(pod.waiting))
+                    v = float(view.queue[k])
                 else:
-                    v = float(histogram_quantile(0.99, upper, delta[None, :])[0])
+                    v = float(view.latency_p99[k])
                 term_rows[t.metric].append(v)
     demand = np.asarray(deployment_load, dtype=np.float64) if deployment_load is not None else np.zeros(0)
     return History(load=np.array(rows["load"]), requests=np.array(rows["req"]), over_slo=np.array(rows["over"]),

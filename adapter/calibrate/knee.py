@@ -17,9 +17,10 @@ Definitions (README "Calibrate"):
   on the straight line through its values between half the safe point and the safe point. A term that is
   flat or saturating there (GPU utilization reads ~100 % whenever a pod is busy; a queue is empty until the
   batch is full; see ``MIN_RISE``, ``SATURATION_RATIO``) cannot track load: it keeps ``idle`` 0 and its
-  value at the safe point as its target (a busy-pod presence term) or, when it reads 0 there, its catalog
-  target (an overload alarm). The terms that do track load then get targets that make the whole composite
-  read exactly 1.0 at the safe point.
+  value at the safe point as its target (a busy-pod presence term) or, when it reads 0 there or anywhere
+  between half the safe point and the safe point (an integer queue count that first shows a request or two
+  near the knee: a step, not a slope), its catalog target (an overload alarm). The terms that do track load
+  then get targets that make the whole composite read exactly 1.0 at the safe point.
 """
 
 from __future__ import annotations
@@ -195,6 +196,13 @@ def _line(bins: Sequence[LoadBin], metric: str, low: float, high: float,
     return float(intercept), float(slope)
 
 
+def _positive_throughout(bins: Sequence[LoadBin], metric: str, low: float, high: float) -> bool:
+    """True when every bin in [low, high] with a value for ``metric`` reads above 0."""
+    vals = [b.terms.get(metric, math.nan) for b in bins if low <= b.load <= high]
+    vals = [v for v in vals if math.isfinite(v)]
+    return bool(vals) and min(vals) > 0
+
+
 def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -> tuple[list[TermProposal], float]:
     """Per-term (idle, target) for the safe point, and the composite's reading there (1.0 unless no term
     tracks load). See the module docstring for the rule."""
@@ -214,11 +222,15 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
         at_safe = intercept + slope * safe
         rises = slope > 0 and slope * 0.5 * safe >= MIN_RISE * at_safe
         saturating = low is not None and low[1] > 0 and slope < SATURATION_RATIO * low[1]
-        if at_safe > 0 and rises and not saturating:
+        # A term that still reads 0 in part of the fit range (a queue that first shows a request or two just
+        # below the safe point: integer counts, a step, not a slope) is an alarm, not a load signal: scaled
+        # to 1.0 at the safe point, one waiting request would add most of a pod's worth of composite.
+        stepwise = not _positive_throughout(bins, t.metric, 0.5 * safe, safe)
+        if at_safe > 0 and rises and not saturating and not stepwise:
             idle = min(max(intercept, 0.0), at_safe)
             rough.append((t, idle, at_safe, True, "tracks load"))
             track_w += t.weight / total_w
-        elif at_safe > 0:
+        elif at_safe > 0 and not stepwise:
             # Flat: its typical value near the safe point (not the line's extrapolation, which may pass 100 %).
             near = [b.terms[t.metric] for b in bins if 0.5 * safe <= b.load <= safe
                     and math.isfinite(b.terms.get(t.metric, math.nan))]
@@ -226,7 +238,8 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
             rough.append((t, 0.0, level, False, "flat below the knee (saturated): reads 1 whenever busy"))
             flat_sum += t.weight / total_w
         else:
-            rough.append((t, t.idle, t.target, False, "0 below the knee: catalog target kept (overload alarm)"))
+            rough.append((t, t.idle, t.target, False,
+                          "0 in part of the range below the safe point: catalog target kept (overload alarm)"))
     # Make the composite read 1.0 at the safe point: the tracking terms make up what the flat ones do not.
     scale = (1.0 - flat_sum) / track_w if track_w > 0 else 1.0
     out = []

@@ -44,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sim.add_argument("--pod-capacity", type=float, default=40.0, help="requests/s per pod at a full batch")
     sim.add_argument("--service-time", default="120ms", help="mean request time in a lightly loaded batch")
     sim.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
+    sim.add_argument("--queueing", choices=["mgc", "fluid"], default="mgc",
+                     help="as simulate's: mgc (default) waits before saturation, fluid only at capacity")
+    sim.add_argument("--arrival-cv2", type=float, default=1.0,
+                     help="as simulate's: squared coefficient of variation of arrivals (1 = Poisson)")
     sim.add_argument("--trace", type=Path, default=None,
                      help="a trace CSV (the simulate layout) whose demand growth sets the cold-start headroom")
     cal = p.add_argument_group("what safe means")
@@ -68,6 +72,7 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
 
     if args.simulate:
         from adapter.sim.fleet import FleetConfig
+        from adapter.sim.simulate import latency_window
 
         service = parse_duration(args.service_time)
         config = FleetConfig(capacity_rps=args.pod_capacity, base_service_s=service,
@@ -80,7 +85,11 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
             demand = np.asarray(trace.rates, dtype=np.float64)
             demand = np.where(trace.good_mask, demand, np.nan)
             demand_step = trace.step_s
-        return simulated_history(config, terms, slo_s=slo_s, deployment_load=demand, deployment_step_s=demand_step)
+        if not (args.arrival_cv2 >= 0 and np.isfinite(args.arrival_cv2)):
+            raise CliError("--arrival-cv2 must be a finite number >= 0")
+        return simulated_history(config, terms, slo_s=slo_s, deployment_load=demand, deployment_step_s=demand_step,
+                                 queueing=args.queueing == "mgc", arrival_cv2=args.arrival_cv2,
+                                 latency_window_s=latency_window(catalog))
     missing = [f"--{n.replace('_', '-')}" for n in ("prometheus_url", "namespace", "deployment")
                if not getattr(args, n)]
     if missing:

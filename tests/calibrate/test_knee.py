@@ -90,10 +90,41 @@ def test_simulated_sweep_finds_the_fluid_fleets_knee_at_its_capacity() -> None:
     """In the fluid fleet the P99 at a full batch (0.61 s here) is under a 0.8 s SLO, so the SLO breaks only
     when the queue forms, at capacity: the knee must be within a bin of it."""
     cfg = FleetConfig(capacity_rps=20.0, base_service_s=0.12, substep_s=0.12)
-    history = simulated_history(cfg, TERMS, slo_s=0.8, levels=26, hold_s=60.0, measure_s=30.0)
+    history = simulated_history(cfg, TERMS, slo_s=0.8, levels=26, hold_s=120.0, measure_s=60.0, queueing=False)
     cal = calibrate(history, TERMS, slo_s=0.8)
     assert cal.knee_rps is not None and 0.9 * 20 <= cal.knee_rps <= 20.0
     assert cal.safe_rps is not None and cal.safe_rps < cal.knee_rps
     assert cal.composite_at_safe == pytest.approx(1.0)
     assert [b.load for b in load_bins(history)] == sorted(b.load for b in cal.bins)
     assert all(math.isfinite(b.over_fraction) for b in cal.bins)
+
+
+def test_simulated_sweep_uses_simulates_physics_and_finds_its_mgc_knee() -> None:
+    """Calibration and simulation share one fleet model: with M/G/c waiting (simulate's default) the sweep's
+    knee is the one ``simulate`` reports for the same fleet (``knee_rate``), well below the capacity."""
+    from adapter.sim.latency import WaitModel, knee_rate
+
+    cfg = FleetConfig(capacity_rps=40.0, base_service_s=0.12, substep_s=0.12)
+    expected = knee_rate(WaitModel(cfg), 0.8)
+    assert expected < 0.95 * 40.0
+    history = simulated_history(cfg, TERMS, slo_s=0.8)
+    cal = calibrate(history, TERMS, slo_s=0.8)
+    assert cal.knee_rps is not None and abs(cal.knee_rps - expected) <= 0.05 * expected
+    queue = next(p for p in cal.terms if p.metric == "inference_queue_depth")
+    assert not queue.tracks_load and queue.target == 8  # integer queue counts near the knee: an alarm, not a slope
+
+
+def test_an_integer_queue_that_first_shows_a_request_just_below_the_safe_point_is_an_alarm_not_a_slope() -> None:
+    """The queue reads 0 up to 26 req/s and 1 from 28 (vLLM's waiting count is an integer): a line through
+    those medians would give a target of a fraction of a request, so one waiting request would add most of a
+    pod's worth of composite. It keeps its catalog target; the latency carries the load."""
+    bins = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0 if x < 28 else 1.0,
+               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    props, composite = propose_terms(bins, TERMS, safe=30.0)
+    by = {p.metric: p for p in props}
+    assert not by["inference_queue_depth"].tracks_load and by["inference_queue_depth"].target == 8.0
+    assert by["inference_latency_p99_seconds"].tracks_load and composite == pytest.approx(1.0)
+    # A queue positive throughout the range (a deep, steady queue) still tracks load.
+    deep = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=1.0 + 0.5 * x,
+               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    assert {p.metric: p for p in propose_terms(deep, TERMS, safe=30.0)[0]}["inference_queue_depth"].tracks_load

@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from adapter.forecast.registry import get_model
 from adapter.settings import parse_catalog
 from adapter.sim.live import catalog_document
-from adapter.workloads import fit_history
+from adapter.workloads import _at_served_horizon, fit_history
 
 
 def test_ses_fits_on_a_short_step_because_it_tunes_at_the_served_horizon() -> None:
@@ -23,6 +24,7 @@ def test_ses_fits_on_a_short_step_because_it_tunes_at_the_served_horizon() -> No
     short = fit_history(history, step_ts=1e9, spec=replace(spec, step_s=5.0))
     assert short.reason == "ok" and short.forecast is not None
     assert short.forecast.shape == (spec.horizon_steps,)
-    # The default catalog's horizon is 30 min (6 x 5 min): the served horizon changes nothing there.
-    assert spec.horizon_steps * spec.step_s == 1800.0
+    # The default catalog serves 15 min (3 x 5 min): ses tunes its margin at that lead, not at its built-in 30 min.
+    assert spec.horizon_steps * spec.step_s == 900.0
+    assert _at_served_horizon(get_model("ses"), spec).horizon_s == 900.0 != get_model("ses").horizon_s
     np.testing.assert_array_equal(default.forecast, fit_history(history, step_ts=1e9, spec=spec).forecast)
