@@ -24,7 +24,10 @@ def test_ses_fits_on_a_short_step_because_it_tunes_at_the_served_horizon() -> No
     short = fit_history(history, step_ts=1e9, spec=replace(spec, step_s=5.0))
     assert short.reason == "ok" and short.forecast is not None
     assert short.forecast.shape == (spec.horizon_steps,)
-    # The default catalog serves 15 min (3 x 5 min): ses tunes its margin at that lead, not at its built-in 30 min.
-    assert spec.horizon_steps * spec.step_s == 900.0
-    assert _at_served_horizon(get_model("ses"), spec).horizon_s == 900.0 != get_model("ses").horizon_s
+    # The default catalog serves 30 min (6 x 5 min), the design's horizon: the served horizon changes nothing there.
+    assert spec.horizon_steps * spec.step_s == 1800.0
+    assert _at_served_horizon(get_model("ses"), spec).horizon_s == 1800.0
+    # A catalog serving 15 min (3 x 5 min): ses tunes its margin at that lead, not at its built-in 30 min.
+    shorter = replace(spec, horizon_steps=3)
+    assert _at_served_horizon(get_model("ses"), shorter).horizon_s == 900.0 != get_model("ses").horizon_s
     np.testing.assert_array_equal(default.forecast, fit_history(history, step_ts=1e9, spec=spec).forecast)
