@@ -43,6 +43,7 @@ class MetricSample:
     value: float
     window_s: int | None
     selector: Selector  # the request's metricLabelSelector, echoed back
+    quantity: str | None = None   # ``api.wire.quantity(value)`` when the provider has it already (else None)
 
 
 class MetricsProvider(Protocol):

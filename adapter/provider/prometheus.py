@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapter.aggregate import CompositeValue, PodValue, Rejections, combine, fuse, reduce_by_pod, unservable_terms
+from adapter.api.wire import quantity
 from adapter.errors import NotFound, UpstreamError
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
@@ -55,6 +56,7 @@ class MetricReading:
     rejected: tuple[str, ...] = ()             # why series or pods were refused (untrusted, negative, ...)
     terms: dict[str, dict[str, PodValue]] | None = None  # composites: each term's per-pod values
     age_s: float = 0.0                         # how old the data is (the oldest of its catalog metrics)
+    quantities: Mapping[str, str] | None = None  # pod -> its value's Quantity, when formatted already
 
 
 # A key of the value store: (namespace, catalog metric, the request's metricLabelSelector).
@@ -67,6 +69,7 @@ class NamespaceValues:
 
     query: PromQL
     values: dict[str, PodValue]
+    quantities: dict[str, str]   # pod -> ``wire.quantity`` of its value: formatted once per refresh, not per poll
 
 
 class ReadObserver(Protocol):
@@ -146,10 +149,15 @@ class PrometheusProvider:
         query = render(mdef, self.catalog, Scope(namespace), metric_selector)
         samples = await self.client.query(query, at)
         rejected = Rejections()
-        values = await asyncio.to_thread(reduce_by_pod, samples, self.catalog.layouts_for(mdef), mdef.reduce,
-                                         namespace, None, nonnegative=mdef.nonnegative, rejected=rejected)
+
+        def reduce() -> NamespaceValues:
+            values = reduce_by_pod(samples, self.catalog.layouts_for(mdef), mdef.reduce, namespace, None,
+                                   nonnegative=mdef.nonnegative, rejected=rejected)
+            return NamespaceValues(query, values, {pod: quantity(pv.value) for pod, pv in values.items()})
+
+        loaded = await asyncio.to_thread(reduce)
         self._report_rejected(name, namespace, rejected)
-        return NamespaceValues(query, values)
+        return loaded
 
     def _report_rejected(self, metric: str, namespace: str, rejected: Rejections) -> tuple[str, ...]:
         """Log and count what the trust and value rules refused; the notes explain shows."""
@@ -195,7 +203,8 @@ class PrometheusProvider:
         queries = {n: f.value.query for n, f in zip(names, fresh, strict=True)}
         age = max(f.age_s for f in fresh)
         if metric in self.catalog.metrics:
-            return MetricReading(metric, per_metric[metric], queries, {}, age_s=age)
+            return MetricReading(metric, per_metric[metric], queries, {}, age_s=age,
+                                 quantities=fresh[0].value.quantities)
         self._check_terms(metric, scope, per_metric)
         fused = fuse(self.catalog.composites[metric].terms, per_metric)
         if self.observer is not None:
@@ -262,6 +271,11 @@ class PrometheusProvider:
         boost = self._boost(key_for_pods(namespace, pods), info.metric)
         reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
         window, values, metric = self.window_s(info.metric), reading.values, info.metric  # once, not per pod
+        if boost == 1.0 and reading.quantities is not None:   # the store formatted every value already
+            text = reading.quantities
+            return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts, pv.value, window,
+                                 metric_selector, text[pod])
+                    for pod in pods if (pv := values.get(pod)) is not None]
         return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts,
                              pv.value if boost == 1.0 else pv.value * boost, window, metric_selector)
                 for pod in pods if (pv := values.get(pod)) is not None]
