@@ -23,7 +23,7 @@ from typing import Any
 from adapter.api.quantity import format_quantity
 from adapter.errors import AdapterError
 from adapter.labels import Selector
-from adapter.provider.base import MetricInfo, MetricSample, ObjectRef
+from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples
 
 GROUP = "custom.metrics.k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")  # preferred first
@@ -183,6 +183,10 @@ class MetricValueList:
         v1beta1 = self.version == "v1beta1"
         parts = [f'{{"kind":"MetricValueList","apiVersion":{_json_str(f"{GROUP}/{self.version}")},'
                  '"metadata":{},"items":[']
+        if isinstance(self.samples, PodSamples):
+            self._encode_pods(self.samples, v1beta1, parts)
+            parts.append("]}\n")
+            return "".join(parts).encode("utf-8")
         # The metric name, selector and window are the same for every item of an answer: rendered once
         # per distinct (metric, selector, window), compared by identity first.
         last: tuple[str, Selector, int | None] | None = None
@@ -206,3 +210,26 @@ class MetricValueList:
                          f'{_rfc3339(int(s.ts))}{after}{q}{tail}')
         parts.append("]}\n")
         return "".join(parts).encode("utf-8")
+
+    @staticmethod
+    def _encode_pods(samples: PodSamples, v1beta1: bool, parts: list[str]) -> None:
+        """The items of a column-wise list: the per-answer parts rendered once, three strings per pod."""
+        if not samples.pods:
+            return
+        selector, name = _selector_json(samples.selector), _json_str(samples.metric)
+        window_key = "window" if v1beta1 else "windowSeconds"
+        window = "" if samples.window_s is None else f',"{window_key}":{json.dumps(samples.window_s)}'
+        after = f'"{window},"value":"'
+        head = f'{{"describedObject":{{"kind":"Pod","namespace":{_json_str(samples.namespace)},"name":'
+        if v1beta1:
+            mid = f',"apiVersion":"/v1"}},"metricName":{name},"timestamp":"'
+            tail = f'","selector":{selector}}}'
+        else:
+            mid = f',"apiVersion":"/v1"}},"metric":{{"name":{name},"selector":{selector}}},"timestamp":"'
+            tail = '"}'
+        text = samples.quantities
+        first = True
+        for pod, ts, value in zip(samples.pods, samples.ts, samples.values, strict=True):
+            q = text[pod] if text is not None else quantity(value)
+            parts.append(f'{"" if first else ","}{head}{_json_str(pod)}{mid}{_rfc3339(int(ts))}{after}{q}{tail}')
+            first = False

@@ -25,7 +25,7 @@ from adapter.api.wire import quantity
 from adapter.errors import NotFound, UpstreamError
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
-from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
+from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, render, selector_matchers
 from adapter.samples import Sample
@@ -258,7 +258,7 @@ class PrometheusProvider:
                             selector=metric_selector)
 
     async def get_metric_by_selector(self, namespace: str, selector: Selector, info: MetricInfo,
-                                     metric_selector: Selector) -> list[MetricSample]:
+                                     metric_selector: Selector) -> PodSamples | list[MetricSample]:
         if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
             raise metric_not_found(info)
         selector_matchers(metric_selector)  # a selector PromQL cannot express is a 400 even with no pods
@@ -268,17 +268,15 @@ class PrometheusProvider:
         pods = await self.pods.pods_for_selector(namespace, selector)
         if not pods:
             return []
-        boost = self._boost(key_for_pods(namespace, pods), info.metric)
+        # The workload key (every pod's Deployment) is only worked out for a boosted metric.
+        boost = self._boost(key_for_pods(namespace, pods), info.metric) if self._is_boosted(info.metric) else 1.0
         reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
-        window, values, metric = self.window_s(info.metric), reading.values, info.metric  # once, not per pod
-        if boost == 1.0 and reading.quantities is not None:   # the store formatted every value already
-            text = reading.quantities
-            return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts, pv.value, window,
-                                 metric_selector, text[pod])
-                    for pod in pods if (pv := values.get(pod)) is not None]
-        return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts,
-                             pv.value if boost == 1.0 else pv.value * boost, window, metric_selector)
-                for pod in pods if (pv := values.get(pod)) is not None]
+        values = reading.values
+        found = [pod for pod in pods if pod in values]
+        return PodSamples(namespace, info.metric, self.window_s(info.metric), metric_selector, found,
+                          [values[pod].ts for pod in found],
+                          [values[pod].value if boost == 1.0 else values[pod].value * boost for pod in found],
+                          reading.quantities if boost == 1.0 else None)
 
     # -- forecast ----------------------------------------------------------------------------------
     def _base(self, metric: str) -> str:
@@ -286,6 +284,10 @@ class PrometheusProvider:
         if self.catalog.forecast is not None and metric == self.catalog.forecast.boosted:
             return self.catalog.forecast.base
         return metric
+
+    def _is_boosted(self, metric: str) -> bool:
+        return self.forecasts is not None and self.catalog.forecast is not None and \
+            metric == self.catalog.forecast.boosted
 
     def _boost(self, key: WorkloadKey, metric: str) -> float:
         if self.forecasts is None or self.catalog.forecast is None or metric != self.catalog.forecast.boosted:

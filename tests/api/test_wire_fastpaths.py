@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from adapter.api.quantity import format_quantity
 from adapter.api.wire import MetricValueList, go_json, metric_value_list, quantity
-from adapter.labels import EVERYTHING, parse_selector
-from adapter.provider.base import MetricSample, ObjectRef
+from adapter.labels import EVERYTHING, Selector, parse_selector
+from adapter.provider.base import MetricSample, ObjectRef, PodSamples
 from adapter.query.client import form_encode
 
 
@@ -57,3 +57,24 @@ def test_metric_value_list_encoder_writes_the_bytes_of_the_dict_path(version: st
     assert doc.encode() == go_json(metric_value_list(version, samples))
     assert go_json(doc) == doc.encode()
     assert go_json(doc, pretty=True) == go_json(metric_value_list(version, samples), pretty=True)
+
+
+@given(st.sampled_from(["v1beta1", "v1beta2"]), _names, st.sampled_from(["gpu_utilization_p90", "m<&>"]),
+       st.none() | st.integers(min_value=0, max_value=10**6), _selectors,
+       st.lists(st.tuples(_names, st.floats(min_value=0, max_value=4e9),
+                          st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)),
+                max_size=6, unique_by=lambda t: t[0]),
+       st.booleans())
+def test_column_wise_pod_lists_encode_like_their_samples(version: str, namespace: str, metric: str,
+                                                         window: int | None, selector: Selector,
+                                                         rows: list[tuple[str, float, float]],
+                                                         preformatted: bool) -> None:
+    pods = [pod for pod, _, _ in rows]
+    values = [v for _, _, v in rows]
+    text = {pod: quantity(v) for pod, _, v in rows} if preformatted else None
+    columns = PodSamples(namespace, metric, window, selector, pods, [ts for _, ts, _ in rows], values, text)
+    samples = [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, ts, v, window, selector)
+               for pod, ts, v in rows]
+    assert list(columns) == [dataclasses.replace(s, quantity=None if text is None else text[s.obj.name])
+                             for s in samples]
+    assert MetricValueList(version, columns).encode() == go_json(metric_value_list(version, samples))
