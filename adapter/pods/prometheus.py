@@ -43,7 +43,7 @@ PodLabels = list[tuple[str, dict[str, str]]]          # [(pod, its labels)] of a
 Owners = tuple[dict[str, str], list[tuple[str, str]]]  # ({replicaset: deployment}, [(pod, replicaset)])
 
 _MAX_MATCHED = 20_000
-_INDEX_ON_LOOP = 500   # snapshots of fewer pods are indexed in place (well under a millisecond)
+_INDEX_ON_LOOP = 500   # smaller snapshots are built and indexed in place (well under a millisecond)
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -112,14 +112,18 @@ class PrometheusPodSource:
         samples, gone = await asyncio.gather(
             self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace), at),
             self._gone(namespace, at))
-        pods = []
-        for s in samples:
-            pod = self._pod(s.labels, namespace)
-            if pod is not None and pod not in gone:
-                pods.append((pod, {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}))
-        if len(pods) < _INDEX_ON_LOOP:
+
+        def snapshot() -> PodSnapshot:
+            pods = []
+            for s in samples:
+                pod = self._pod(s.labels, namespace)
+                if pod is not None and pod not in gone:
+                    pods.append((pod, {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}))
             return PodSnapshot.of(pods)
-        return await asyncio.to_thread(PodSnapshot.of, pods)   # tens of thousands of pods: not on the loop
+
+        if len(samples) < _INDEX_ON_LOOP:
+            return snapshot()
+        return await asyncio.to_thread(snapshot)   # tens of thousands of pods: not on the event loop
 
     async def start(self) -> None:
         for store in (self._labels, self._owners):
