@@ -72,6 +72,17 @@ class NamespaceValues:
     quantities: dict[str, str]   # pod -> ``wire.quantity`` of its value: formatted once per refresh, not per poll
 
 
+@dataclass(frozen=True, slots=True)
+class FusedValues:
+    """A composite for every pod of a namespace, fused off the request path from the stored term values in
+    ``sources`` (compared by identity: it serves only while those are exactly the values the store holds)."""
+
+    sources: tuple[NamespaceValues, ...]        # the terms' stored values, in ``_names(metric)`` order
+    composite: dict[str, CompositeValue]
+    values: dict[str, PodValue]
+    quantities: dict[str, str]
+
+
 class ReadObserver(Protocol):
     """observability.py's hook: every composite read, for the per-pod series it exports."""
 
@@ -96,6 +107,9 @@ class PrometheusProvider:
         self.store: Store[StoreKey, NamespaceValues] | None = None
         if store is not None:
             self.store = Store("metrics", self._load_namespace, store, clock)
+        # Composites asked for, per (namespace, composite, metricLabelSelector): fused for the whole namespace
+        # whenever one of their terms refreshes (None until then), so a poll only picks its pods' values.
+        self._fused: dict[StoreKey, FusedValues | None] = {}
         # Forecast metrics and the resources they are served for (a forecast is about a workload).
         self._forecast_resources: dict[str, tuple[str, ...]] = {}
         if catalog.forecast is not None and forecasts is not None:
@@ -149,15 +163,41 @@ class PrometheusProvider:
         query = render(mdef, self.catalog, Scope(namespace), metric_selector)
         samples = await self.client.query(query, at)
         rejected = Rejections()
+        # The composites asked for in this namespace that use this metric, with their other terms' values now.
+        composites: list[tuple[str, list[NamespaceValues | None]]] = []
+        for (ns, composite, sel) in list(self._fused):
+            if ns == namespace and sel == metric_selector and name in (names := self._names(composite)):
+                composites.append((composite, [None if n == name else self._peek_value((ns, n, sel))
+                                               for n in names]))
 
-        def reduce() -> NamespaceValues:
+        def reduce() -> tuple[NamespaceValues, list[tuple[str, FusedValues]]]:
             values = reduce_by_pod(samples, self.catalog.layouts_for(mdef), mdef.reduce, namespace, None,
                                    nonnegative=mdef.nonnegative, rejected=rejected)
-            return NamespaceValues(query, values, {pod: quantity(pv.value) for pod, pv in values.items()})
+            loaded = NamespaceValues(query, values, {pod: quantity(pv.value) for pod, pv in values.items()})
+            fused = []
+            for composite, sources in composites:
+                terms = [loaded if v is None else v for v in sources]
+                if all(isinstance(v, NamespaceValues) for v in terms):
+                    fused.append((composite, self._fuse_namespace(composite, tuple(terms))))
+            return loaded, fused
 
-        loaded = await asyncio.to_thread(reduce)
+        loaded, fused = await asyncio.to_thread(reduce)
+        for composite, values in fused:
+            self._fused[(namespace, composite, metric_selector)] = values
         self._report_rejected(name, namespace, rejected)
         return loaded
+
+    def _peek_value(self, key: StoreKey) -> NamespaceValues | None:
+        fresh = None if self.store is None else self.store.peek(key)
+        return None if fresh is None else fresh.value
+
+    def _fuse_namespace(self, metric: str, sources: tuple[NamespaceValues, ...]) -> FusedValues:
+        """``fuse`` over every pod of the namespace: each pod's composite depends on its own term values only,
+        so the pods of any request get exactly what fusing just their values gives."""
+        per_metric = {n: v.values for n, v in zip(self._names(metric), sources, strict=True)}
+        composite = fuse(self.catalog.composites[metric].terms, per_metric)
+        values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in composite.items()}
+        return FusedValues(sources, composite, values, {pod: quantity(pv.value) for pod, pv in values.items()})
 
     def _report_rejected(self, metric: str, namespace: str, rejected: Rejections) -> tuple[str, ...]:
         """Log and count what the trust and value rules refused; the notes explain shows."""
@@ -206,11 +246,27 @@ class PrometheusProvider:
             return MetricReading(metric, per_metric[metric], queries, {}, age_s=age,
                                  quantities=fresh[0].value.quantities)
         self._check_terms(metric, scope, per_metric)
-        fused = fuse(self.catalog.composites[metric].terms, per_metric)
+        fkey = (scope.namespace, metric, metric_selector)
+        cached = self._fused.get(fkey)
+        quantities: Mapping[str, str] | None = None
+        if cached is not None and all(a is f.value for a, f in zip(cached.sources, fresh, strict=True)):
+            if wanted is None:
+                fused, values = dict(cached.composite), dict(cached.values)
+            else:
+                fused = {p: cached.composite[p] for p in wanted if p in cached.composite}
+                values = {p: cached.values[p] for p in fused}
+            quantities = cached.quantities
+        else:   # not fused yet for these term values: fuse this request's pods (and have the next refresh do it)
+            if fkey not in self._fused:
+                if len(self._fused) >= self.store.config.max_keys:   # bounded like the store's keys
+                    self._fused.clear()
+                self._fused[fkey] = None
+            fused = fuse(self.catalog.composites[metric].terms, per_metric)
+            values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
-        values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
-        return MetricReading(metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age)
+        return MetricReading(metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age,
+                             quantities=quantities)
 
     def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None:
         """How old the stored data behind ``metric`` in ``namespace`` is (the oldest of its catalog metrics);
