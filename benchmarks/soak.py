@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from load import load_fleet, rss_mib, run_wrk, start_adapter  # noqa: E402
+from load import load_fleet, rss_mib, run_wrk, warm  # noqa: E402
 
+from adapter.devservers import AdapterProcess  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 
 
@@ -26,11 +28,15 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--workloads", type=int, default=200)
+    ap.add_argument("--namespaces", type=int, default=10)
     args = ap.parse_args()
     backend = start_backend("prometheus")
-    paths = load_fleet(backend, args.pods, args.workloads, "soak")
-    adapter = start_adapter(backend.url)
+    hpas = load_fleet(backend, args.workloads, max(1, args.pods // args.workloads), args.namespaces)
+    paths = [p for urls in hpas for p in urls]
+    adapter = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-soak-")))
+    adapter.start()
     url, pid = adapter.url, adapter.pid or 0
+    warm(url, hpas)   # every HPA's first poll: the store's keys are registered before the phases start
     phase_s = int(args.minutes * 60 / 3)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -57,7 +63,8 @@ def main() -> int:
         adapter.stop()
         backend.close()
     print(f"\n`python benchmarks/soak.py {' '.join(sys.argv[1:])}` ({args.pods} pods × 8 GPUs, {args.workloads} "
-          f"workloads, 200 req/s paced, backend restarted 5 s into phases 2 and 3)\n")
+          f"workloads in {args.namespaces} namespaces, 3 URLs each, 200 req/s paced, backend restarted 5 s into "
+          "phases 2 and 3)\n")
     print("| phase | requests | req/s | p50 | p99 | non-2xx | socket errors |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for i, f in enumerate(phases):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from adapter.api.quantity import parse_quantity
+from adapter.quantity import parse_quantity
 from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend

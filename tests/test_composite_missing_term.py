@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 
-from adapter.api.quantity import parse_quantity
+from adapter.quantity import parse_quantity
 from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend

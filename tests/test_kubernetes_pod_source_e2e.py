@@ -8,8 +8,8 @@ import time
 
 import httpx
 
-from adapter.api.quantity import parse_quantity
 from adapter.pods.kubernetes import KubernetesPodSource
+from adapter.quantity import parse_quantity
 from adapter.settings import Settings
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend

@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from adapter.aggregate import PodValue, combine, fuse
-from adapter.api.quantity import parse_quantity
 from adapter.errors import ConfigError, NotFound
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
+from adapter.quantity import parse_quantity
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope
 from adapter.settings import Settings, load_catalog, parse_catalog
@@ -100,6 +100,49 @@ def test_served_values_equal_a_direct_computation_at_the_same_time(backend: Test
                                                     MetricInfo("deployments.apps", metric, True), EVERYTHING)
             rule = provider._combine_rule(metric)
             assert math.isclose(obj.value, combine(list(served.values()), rule), rel_tol=1e-12)
+
+    asyncio.run(main())
+
+
+def test_a_composite_fused_at_refresh_equals_a_direct_computation(prometheus: TestBackend, unique_ns: str) -> None:
+    """Once its terms have refreshed, a composite is fused for the whole namespace off the request path; what a
+    poll then gets equals fusing the pods' own term values queried directly at the store's evaluation times."""
+    pods = fleet(unique_ns)
+    backend = prometheus
+    backend.load(build(unique_ns, pods, float(int(time.time()) - 30)))
+    metric = "llm_composite_load"
+
+    async def main() -> None:
+        async with provider_for(backend, StoreConfig(refresh_s=0.5, max_staleness_s=30)) as provider:
+            assert provider.store is not None
+            info = MetricInfo("pods", metric, True)
+            first = by_pod(await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING))
+            assert first
+            names = provider._names(metric)
+            keys = [(unique_ns, n, EVERYTHING) for n in names]
+            before = [provider.store.peek(k) for k in keys]
+            for _ in range(100):   # every term refreshed at least once since the first poll
+                await asyncio.sleep(0.1)
+                now = [provider.store.peek(k) for k in keys]
+                if all(a is not None and b is not None and a.value is not b.value
+                       for a, b in zip(before, now, strict=True)):
+                    break
+            fused = provider._fused.get((unique_ns, metric, EVERYTHING))
+            assert fused is not None, "no term refresh fused the composite"
+            samples = await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING)
+            fresh = [provider.store.peek(k) for k in keys]
+            assert all(f is not None and f.value is s for f, s in zip(fresh, fused.sources, strict=True)), \
+                "a term refreshed in between: the poll could not use the fused values"
+            scope = Scope(unique_ns, tuple(sorted(first)))
+            per_term = {}
+            for n, f in zip(names, fresh, strict=True):
+                assert f is not None
+                per_term[n] = {p: PodValue(pv.value, 0.0, 1)
+                               for p, pv in (await provider.read(n, scope, at=f.at)).values.items()}
+            want = {p: cv.value for p, cv in fuse(provider.catalog.composites[metric].terms, per_term).items()}
+            assert by_pod(samples) == want and set(want) == set(first)
+            # and the Quantity the wire shows is the value's
+            assert all(s.quantity == fused.quantities[s.obj.name] for s in samples)
 
     asyncio.run(main())
 

@@ -41,9 +41,9 @@ from urllib.parse import quote
 import httpx
 import yaml
 
-from adapter.api.quantity import parse_quantity
 from adapter.demo.exporter import FleetRunner, HpaStatus, MetricsExporter, RunnerStatus
 from adapter.demo.timeline import Sample, Timeline
+from adapter.quantity import parse_quantity
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.trace import ScaledTrace, TraceClock, default_trace_path, format_sim_time, load_trace
 

@@ -12,7 +12,6 @@ import re
 from collections.abc import Mapping, Sequence
 
 from adapter.aggregate import group_by_pod, reduce_values
-from adapter.api.quantity import milli_value, parse_quantity
 from adapter.api.wire import quantity
 from adapter.explain.model import (
     Explanation,
@@ -28,6 +27,7 @@ from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec, MetricSpec
 from adapter.labels import EVERYTHING
 from adapter.provider.prometheus import MetricReading
+from adapter.quantity import milli_value, parse_quantity
 from adapter.query.promql import PromQL, Scope, render
 from adapter.samples import Sample
 from adapter.settings import Catalog, MetricDef

@@ -28,8 +28,8 @@ from typing import Any, Literal, cast
 
 import yaml
 
-from adapter.api.quantity import milli_value, parse_quantity
 from adapter.errors import ConfigError
+from adapter.quantity import milli_value, parse_quantity
 
 MetricSourceType = Literal["Pods", "Object", "External", "Resource", "ContainerResource"]
 TargetType = Literal["Value", "AverageValue", "Utilization"]

@@ -15,6 +15,12 @@ every pod (``kube_pod_labels``) and the ReplicaSet/Deployment ownership (``kube_
 ``kube_pod_owner``), each one query per namespace per ``ttl_s`` (default 10 s, below the HPA's 15 s sync
 period) whatever the number of HPAs, Deployments or requests. A request matches its selector or Deployment in
 memory; a snapshot older than two refreshes is never used (503 instead). ``ttl_s`` <= 0 queries every time.
+
+Each snapshot carries an index from (label, value) to its pods, built off the event loop when the snapshot
+loads: an HPA polls every 15 s and the snapshot refreshes every 10 s, so nearly every poll is the first for
+its selector since the last refresh, and matching every pod of a 2,000-pod namespace costs ~1.7 ms of that
+poll. With the index a selector with an equality or set-membership clause (every HPA's: a Deployment's
+``matchLabels``) only checks the pods carrying one of its values.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from adapter.aggregate import attribute
 from adapter.errors import NotFound
@@ -37,7 +43,38 @@ PodLabels = list[tuple[str, dict[str, str]]]          # [(pod, its labels)] of a
 Owners = tuple[dict[str, str], list[tuple[str, str]]]  # ({replicaset: deployment}, [(pod, replicaset)])
 
 _MAX_MATCHED = 20_000
+_INDEX_ON_LOOP = 500   # smaller snapshots are built and indexed in place (well under a millisecond)
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+@dataclass(frozen=True, slots=True)
+class PodSnapshot:
+    """The live pods of a namespace with their (sanitized) labels, and an index label -> value -> pods."""
+
+    pods: PodLabels
+    index: dict[str, dict[str, list[int]]]   # label key -> value -> positions in ``pods``
+
+    @classmethod
+    def of(cls, pods: PodLabels) -> PodSnapshot:
+        index: dict[str, dict[str, list[int]]] = {}
+        for i, (_, labels) in enumerate(pods):
+            for key, value in labels.items():
+                index.setdefault(key, {}).setdefault(value, []).append(i)
+        return cls(pods, index)
+
+    def matching(self, wanted: Selector) -> list[str]:
+        """Sorted names of the pods whose labels match ``wanted`` (keys already sanitized)."""
+        candidates: list[int] | None = None
+        for r in wanted.requirements:   # narrow by the most selective "=" / "in" clause, then check them all
+            if r.operator in ("=", "in"):
+                by_value = self.index.get(r.key, {})
+                found = [i for v in r.values for i in by_value.get(v, ())]
+                if candidates is None or len(found) < len(candidates):
+                    candidates = found
+        pods = self.pods
+        if candidates is None:
+            return sorted({pod for pod, labels in pods if wanted.matches(labels)})
+        return sorted({pods[i][0] for i in candidates if wanted.matches(pods[i][1])})
 
 
 def sanitize(key: str) -> str:
@@ -56,8 +93,8 @@ class PrometheusPodSource:
         self.catalog = catalog
         self.clock = clock
         self.ttl_s = ttl_s
-        self._matched: dict[tuple[str, Selector], tuple[PodLabels, list[str]]] = {}
-        self._labels: Store[str, PodLabels] | None = None
+        self._matched: dict[tuple[str, Selector], tuple[PodSnapshot, list[str]]] = {}
+        self._labels: Store[str, PodSnapshot] | None = None
         self._owners: Store[str, Owners] | None = None
         if ttl_s > 0:
             limits = catalog.store or StoreConfig()
@@ -66,21 +103,27 @@ class PrometheusPodSource:
             self._labels = Store("pod-labels", self._load_pod_labels, config, clock)
             self._owners = Store("pod-owners", self._load_owners, config, clock)
 
-    async def _pod_labels(self, namespace: str) -> PodLabels:
+    async def _pod_labels(self, namespace: str) -> PodSnapshot:
         if self._labels is None:
             return await self._load_pod_labels(namespace, self.clock())
         return (await self._labels.get(namespace)).value
 
-    async def _load_pod_labels(self, namespace: str, at: float) -> PodLabels:
+    async def _load_pod_labels(self, namespace: str, at: float) -> PodSnapshot:
         samples, gone = await asyncio.gather(
             self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace), at),
             self._gone(namespace, at))
-        pods = []
-        for s in samples:
-            pod = self._pod(s.labels, namespace)
-            if pod is not None and pod not in gone:
-                pods.append((pod, {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}))
-        return pods
+
+        def snapshot() -> PodSnapshot:
+            pods = []
+            for s in samples:
+                pod = self._pod(s.labels, namespace)
+                if pod is not None and pod not in gone:
+                    pods.append((pod, {k[6:]: v for k, v in s.labels.items() if k.startswith("label_")}))
+            return PodSnapshot.of(pods)
+
+        if len(samples) < _INDEX_ON_LOOP:
+            return snapshot()
+        return await asyncio.to_thread(snapshot)   # tens of thousands of pods: not on the event loop
 
     async def start(self) -> None:
         for store in (self._labels, self._owners):
@@ -116,7 +159,7 @@ class PrometheusPodSource:
         if hit is not None and hit[0] is snapshot:
             return list(hit[1])
         wanted = Selector(tuple(replace(r, key=sanitize(r.key)) for r in selector.requirements))
-        pods = sorted({pod for pod, labels in snapshot if wanted.matches(labels)})
+        pods = snapshot.matching(wanted)
         if len(self._matched) >= _MAX_MATCHED:   # bounded: every entry is rebuilt at the next request anyway
             self._matched.clear()
         self._matched[key] = (snapshot, pods)

@@ -7,8 +7,9 @@ v1beta1 and v1beta2 are two renderings of the same ``MetricSample``s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload
 
 from adapter.errors import NotFound
 from adapter.labels import Selector
@@ -43,6 +44,38 @@ class MetricSample:
     value: float
     window_s: int | None
     selector: Selector  # the request's metricLabelSelector, echoed back
+    quantity: str | None = None   # ``api.wire.quantity(value)`` when the provider has it already (else None)
+
+
+class PodSamples(Sequence[MetricSample]):
+    """The samples of a selector list, column by column: one metric, window and metricLabelSelector for pods
+    of one namespace. Reads as a sequence of ``MetricSample`` (built on access); the wire encoder reads the
+    columns directly, so answering 100 pods does not build 100 frozen objects per request."""
+
+    __slots__ = ("namespace", "metric", "window_s", "selector", "pods", "ts", "values", "quantities")
+
+    def __init__(self, namespace: str, metric: str, window_s: int | None, selector: Selector, pods: list[str],
+                 ts: list[float], values: list[float], quantities: Mapping[str, str] | None = None) -> None:
+        self.namespace, self.metric, self.window_s, self.selector = namespace, metric, window_s, selector
+        self.pods, self.ts, self.values = pods, ts, values
+        self.quantities = quantities   # pod -> ``wire.quantity`` of its value, when formatted already
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+    @overload
+    def __getitem__(self, i: int) -> MetricSample: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[MetricSample]: ...
+
+    def __getitem__(self, i: int | slice) -> MetricSample | Sequence[MetricSample]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        pod = self.pods[i]
+        return MetricSample(ObjectRef("Pod", "/v1", pod, self.namespace), self.metric, self.ts[i], self.values[i],
+                            self.window_s, self.selector,
+                            None if self.quantities is None else self.quantities[pod])
 
 
 class MetricsProvider(Protocol):
@@ -54,7 +87,7 @@ class MetricsProvider(Protocol):
         """The value for one named object; raises NotFound when there is no data for it."""
 
     async def get_metric_by_selector(self, namespace: str, selector: Selector, info: MetricInfo,
-                                     metric_selector: Selector) -> list[MetricSample]:
+                                     metric_selector: Selector) -> Sequence[MetricSample]:
         """One value per object in ``namespace`` matching ``selector`` that has data (possibly none)."""
 
 

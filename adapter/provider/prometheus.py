@@ -25,7 +25,8 @@ from adapter.errors import UpstreamError
 from adapter.forecast.boost import boosted
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
-from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
+from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
+from adapter.quantity import quantity
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, render, selector_matchers
 from adapter.samples import Sample
@@ -56,6 +57,7 @@ class MetricReading:
     rejected: tuple[str, ...] = ()             # why series or pods were refused (untrusted, negative, ...)
     terms: dict[str, dict[str, PodValue]] | None = None  # composites: each term's per-pod values
     age_s: float = 0.0                         # how old the data is (the oldest of its catalog metrics)
+    quantities: Mapping[str, str] | None = None  # pod -> its value's Quantity, when formatted already
 
 
 # A key of the value store: (namespace, catalog metric, the request's metricLabelSelector).
@@ -68,6 +70,18 @@ class NamespaceValues:
 
     query: PromQL
     values: dict[str, PodValue]
+    quantities: dict[str, str]   # pod -> ``wire.quantity`` of its value: formatted once per refresh, not per poll
+
+
+@dataclass(frozen=True, slots=True)
+class FusedValues:
+    """A composite for every pod of a namespace, fused off the request path from the stored term values in
+    ``sources`` (compared by identity: it serves only while those are exactly the values the store holds)."""
+
+    sources: tuple[NamespaceValues, ...]        # the terms' stored values, in ``_names(metric)`` order
+    composite: dict[str, CompositeValue]
+    values: dict[str, PodValue]
+    quantities: dict[str, str]
 
 
 class ReadObserver(Protocol):
@@ -94,6 +108,9 @@ class PrometheusProvider:
         self.store: Store[StoreKey, NamespaceValues] | None = None
         if store is not None:
             self.store = Store("metrics", self._load_namespace, store, clock)
+        # Composites asked for, per (namespace, composite, metricLabelSelector): fused for the whole namespace
+        # whenever one of their terms refreshes (None until then), so a poll only picks its pods' values.
+        self._fused: dict[StoreKey, FusedValues | None] = {}
         # Forecast metrics and the resources they are served for (a forecast is about a workload).
         self._forecast_resources: dict[str, tuple[str, ...]] = {}
         if catalog.forecast is not None and forecasts is not None:
@@ -147,10 +164,41 @@ class PrometheusProvider:
         query = render(mdef, self.catalog, Scope(namespace), metric_selector)
         samples = await self.client.query(query, at)
         rejected = Rejections()
-        values = await asyncio.to_thread(reduce_by_pod, samples, self.catalog.layouts_for(mdef), mdef.reduce,
-                                         namespace, None, nonnegative=mdef.nonnegative, rejected=rejected)
+        # The composites asked for in this namespace that use this metric, with their other terms' values now.
+        composites: list[tuple[str, list[NamespaceValues | None]]] = []
+        for (ns, composite, sel) in list(self._fused):
+            if ns == namespace and sel == metric_selector and name in (names := self._names(composite)):
+                composites.append((composite, [None if n == name else self._peek_value((ns, n, sel))
+                                               for n in names]))
+
+        def reduce() -> tuple[NamespaceValues, list[tuple[str, FusedValues]]]:
+            values = reduce_by_pod(samples, self.catalog.layouts_for(mdef), mdef.reduce, namespace, None,
+                                   nonnegative=mdef.nonnegative, rejected=rejected)
+            loaded = NamespaceValues(query, values, {pod: quantity(pv.value) for pod, pv in values.items()})
+            fused = []
+            for composite, sources in composites:
+                terms = [loaded if v is None else v for v in sources]
+                if all(isinstance(v, NamespaceValues) for v in terms):
+                    fused.append((composite, self._fuse_namespace(composite, tuple(terms))))
+            return loaded, fused
+
+        loaded, fused = await asyncio.to_thread(reduce)
+        for composite, values in fused:
+            self._fused[(namespace, composite, metric_selector)] = values
         self._report_rejected(name, namespace, rejected)
-        return NamespaceValues(query, values)
+        return loaded
+
+    def _peek_value(self, key: StoreKey) -> NamespaceValues | None:
+        fresh = None if self.store is None else self.store.peek(key)
+        return None if fresh is None else fresh.value
+
+    def _fuse_namespace(self, metric: str, sources: tuple[NamespaceValues, ...]) -> FusedValues:
+        """``fuse`` over every pod of the namespace: each pod's composite depends on its own term values only,
+        so the pods of any request get exactly what fusing just their values gives."""
+        per_metric = {n: v.values for n, v in zip(self._names(metric), sources, strict=True)}
+        composite = fuse(self.catalog.composites[metric].terms, per_metric)
+        values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in composite.items()}
+        return FusedValues(sources, composite, values, {pod: quantity(pv.value) for pod, pv in values.items()})
 
     def _report_rejected(self, metric: str, namespace: str, rejected: Rejections) -> tuple[str, ...]:
         """Log and count what the trust and value rules refused; the notes explain shows."""
@@ -196,13 +244,30 @@ class PrometheusProvider:
         queries = {n: f.value.query for n, f in zip(names, fresh, strict=True)}
         age = max(f.age_s for f in fresh)
         if metric in self.catalog.metrics:
-            return MetricReading(metric, per_metric[metric], queries, {}, age_s=age)
+            return MetricReading(metric, per_metric[metric], queries, {}, age_s=age,
+                                 quantities=fresh[0].value.quantities)
         self._check_terms(metric, scope, per_metric)
-        fused = fuse(self.catalog.composites[metric].terms, per_metric)
+        fkey = (scope.namespace, metric, metric_selector)
+        cached = self._fused.get(fkey)
+        quantities: Mapping[str, str] | None = None
+        if cached is not None and all(a is f.value for a, f in zip(cached.sources, fresh, strict=True)):
+            if wanted is None:
+                fused, values = dict(cached.composite), dict(cached.values)
+            else:
+                fused = {p: cached.composite[p] for p in wanted if p in cached.composite}
+                values = {p: cached.values[p] for p in fused}
+            quantities = cached.quantities
+        else:   # not fused yet for these term values: fuse this request's pods (and have the next refresh do it)
+            if fkey not in self._fused:
+                if len(self._fused) >= self.store.config.max_keys:   # bounded like the store's keys
+                    self._fused.clear()
+                self._fused[fkey] = None
+            fused = fuse(self.catalog.composites[metric].terms, per_metric)
+            values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
-        values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
-        return MetricReading(metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age)
+        return MetricReading(metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age,
+                             quantities=quantities)
 
     def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None:
         """How old the stored data behind ``metric`` in ``namespace`` is (the oldest of its catalog metrics);
@@ -250,7 +315,7 @@ class PrometheusProvider:
                             selector=metric_selector)
 
     async def get_metric_by_selector(self, namespace: str, selector: Selector, info: MetricInfo,
-                                     metric_selector: Selector) -> list[MetricSample]:
+                                     metric_selector: Selector) -> PodSamples | list[MetricSample]:
         if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
             raise metric_not_found(info)
         selector_matchers(metric_selector)  # a selector PromQL cannot express is a 400 even with no pods
@@ -259,12 +324,15 @@ class PrometheusProvider:
         pods = await self.pods.pods_for_selector(namespace, selector)
         if not pods:
             return []
-        boost = self._boost(key_for_pods(namespace, pods), info.metric)
+        # The workload key (every pod's Deployment) is only worked out for a boosted metric.
+        boost = self._boost(key_for_pods(namespace, pods), info.metric) if self._is_boosted(info.metric) else 1.0
         reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
-        window, values, metric = self.window_s(info.metric), reading.values, info.metric  # once, not per pod
-        return [MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, pv.ts,
-                             boosted(pv.value, boost), window, metric_selector)
-                for pod in pods if (pv := values.get(pod)) is not None]
+        values = reading.values
+        found = [pod for pod in pods if pod in values]
+        return PodSamples(namespace, info.metric, self.window_s(info.metric), metric_selector, found,
+                          [values[pod].ts for pod in found],
+                          [boosted(values[pod].value, boost) for pod in found],
+                          reading.quantities if boost == 1.0 else None)
 
     # -- forecast ----------------------------------------------------------------------------------
     def _base(self, metric: str) -> str:
@@ -272,6 +340,10 @@ class PrometheusProvider:
         if self.catalog.forecast is not None and metric == self.catalog.forecast.boosted:
             return self.catalog.forecast.base
         return metric
+
+    def _is_boosted(self, metric: str) -> bool:
+        return self.forecasts is not None and self.catalog.forecast is not None and \
+            metric == self.catalog.forecast.boosted
 
     def _boost(self, key: WorkloadKey, metric: str) -> float:
         if self.forecasts is None or self.catalog.forecast is None or metric != self.catalog.forecast.boosted:

@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from adapter.api.storage import Storage
-from adapter.api.wire import VERSIONS, api_group, api_group_list
+from adapter.api.wire import VERSIONS, MetricValueList, api_group, api_group_list
 from adapter.errors import AdapterError, InternalError, MethodNotAllowed, route_not_found
 from adapter.routes.http import check_accept, error_response, json_response
 
@@ -43,7 +43,7 @@ async def group(request: Request) -> Response:
     return json_response(request, api_group())
 
 
-async def _answer(request: Request, get: Callable[[Storage], Awaitable[dict[str, Any]]]) -> Response:
+async def _answer(request: Request, get: Callable[[Storage], Awaitable[dict[str, Any] | MetricValueList]]) -> Response:
     """Method and content negotiation, then ``get``; every error becomes a Status, a bug one without a stack."""
     try:
         if request.method != "GET":  # HEAD too: Starlette adds it to every GET route
@@ -78,7 +78,7 @@ def _metric(version: str, shape: str) -> Endpoint:
         else:
             namespace, resource, name = p.get("namespace"), p["resource"], p["name"]
 
-        async def get(storage: Storage) -> dict[str, Any]:
+        async def get(storage: Storage) -> MetricValueList:
             return await storage.get(version, namespace, resource, name, p["metric"], request.query_params)
 
         return await _answer(request, get)

@@ -47,11 +47,11 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from adapter.api.quantity import milli_value, parse_quantity
 from adapter.hpa.controller import ControllerConfig, HPAModel
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec
+from adapter.quantity import milli_value, parse_quantity
 from adapter.settings import DURATION, Catalog, duration_seconds, parse_catalog
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
 from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet, FleetSnapshot, PodPhase

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from adapter.api.quantity import parse_quantity
+from adapter.quantity import parse_quantity
 from adapter.settings import Settings, load_catalog
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend

@@ -1,4 +1,4 @@
-"""Tests for adapter.api.quantity against the protocol reference §2 (apimachinery resource.Quantity).
+"""Tests for adapter.quantity against the protocol reference §2 (apimachinery resource.Quantity).
 
 Vectors come from ../shared/reference/k8s-metrics-protocol.md §2.1-§2.3, which quotes
 kubernetes/apimachinery pkg/api/resource/quantity_test.go and results of running that package. Property tests
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from adapter.api.quantity import _parse, canonicalize, format_quantity, milli_value, parse_quantity
+from adapter.quantity import _parse, canonicalize, format_quantity, milli_value, parse_quantity
 
 # (input, exact value, canonical of a fresh Quantity, remembered format, MilliValue or None for "—")
 VECTORS: list[tuple[str, str, str, str, int | None]] = [

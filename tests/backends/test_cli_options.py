@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from adapter.__main__ import build_parser, main
-from adapter.api.quantity import parse_quantity
 from adapter.devservers import AdapterProcess
+from adapter.quantity import parse_quantity
 from tests.backends.conftest import PODS, World
 from tests.support.fleet_data import expected
 

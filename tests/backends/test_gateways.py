@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapter.api.quantity import parse_quantity
 from adapter.errors import ConfigError
+from adapter.quantity import parse_quantity
 from adapter.query.backend import BackendAccess, check_access
 from adapter.settings import Settings, load_catalog
 from tests.backends.conftest import PODS, World

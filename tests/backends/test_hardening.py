@@ -25,8 +25,8 @@ import httpx
 import pytest
 import yaml
 
-from adapter.api.quantity import parse_quantity
 from adapter.devservers import LOOPBACK, PrometheusProcess, free_port
+from adapter.quantity import parse_quantity
 from adapter.query.backend import BackendAccess
 from adapter.query.results import PartialAnswer, loads, parse_vector
 from adapter.settings import Settings, load_catalog

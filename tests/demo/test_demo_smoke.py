@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter.api.quantity import parse_quantity
+from adapter.quantity import parse_quantity
 from adapter.settings import parse_catalog
 from adapter.sim.live import catalog_document
 

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from adapter.api.quantity import parse_quantity
+from adapter.quantity import parse_quantity
 from adapter.settings import Settings, load_catalog
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend

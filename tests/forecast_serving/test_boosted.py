@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from adapter import workloads
-from adapter.api.quantity import parse_quantity
 from adapter.forecast.boost import boost_factor
 from adapter.forecast.registry import get_model
+from adapter.quantity import parse_quantity
 from adapter.settings import Settings, load_catalog
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import Series, TestBackend

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from adapter.__main__ import main
-from adapter.api.quantity import milli_value, parse_quantity
+from adapter.quantity import milli_value, parse_quantity
 from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend

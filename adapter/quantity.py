@@ -22,6 +22,7 @@ from decimal import (
     MAX_PREC,
     MIN_EMIN,
     ROUND_CEILING,
+    ROUND_HALF_UP,
     ROUND_UP,
     Context,
     Decimal,
@@ -323,3 +324,35 @@ def _render_decimal(value: Decimal, fmt: _Format) -> str:
         # Only reachable if a caller skipped _round_up_to_nano: below 1n has no DecimalSI suffix.
         raise ValueError(f"value {value!r} is not a multiple of 1e-9")
     return mantissa + suffix
+
+
+# -- the served value's Quantity (what the HPA reads) -------------------------------------------------------
+
+_MILLI = Decimal("0.001")
+_MILLI_SUFFIXES = ("m", "", "k", "M", "G", "T", "P", "E")
+
+
+def milli(value: float) -> int:
+    """The served value's ``MilliValue()``: rounded half up to a whole number of milli-units (the rule of
+    ``quantity``; the what-if simulator feeds its HPA model through it)."""
+    return int(Decimal(repr(value)).quantize(_MILLI, rounding=ROUND_HALF_UP).scaleb(3))
+
+
+def quantity(value: float) -> str:
+    """The canonical Quantity for a served value, at milli precision (what the HPA reads: MilliValue).
+
+    Rounds half up to a whole number of milli-units, then writes it as canonical DecimalSI (the same
+    string ``format_quantity`` gives, tested against it): the mantissa without trailing zero triples and
+    the matching suffix. Direct integer arithmetic: this runs once per item of every list we serve.
+    """
+    whole = milli(value)
+    if whole == 0:
+        return "0"
+    sign = "-" if whole < 0 else ""
+    m, k = abs(whole), 0
+    while m % 1000 == 0 and k < len(_MILLI_SUFFIXES) - 1:
+        m //= 1000
+        k += 1
+    if k == len(_MILLI_SUFFIXES) - 1:  # beyond E: keep the E suffix with a longer mantissa
+        return format_quantity(Decimal(whole).scaleb(-3))
+    return f"{sign}{m}{_MILLI_SUFFIXES[k]}"
