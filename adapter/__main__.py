@@ -17,8 +17,15 @@ from adapter.errors import ConfigError
 
 # Command modules. Each imports its heavy dependencies (statsmodels, matplotlib) inside the functions that
 # need them, so `serve` does not pay for them.
-_COMMANDS = ("adapter.cli.serve", "adapter.cli.demo", "adapter.cli.backtest", "adapter.cli.certs",
-             "adapter.cli.explain", "adapter.cli.simulate", "adapter.cli.calibrate")
+_COMMANDS = (
+    "adapter.cli.serve",
+    "adapter.cli.demo",
+    "adapter.cli.backtest",
+    "adapter.cli.certs",
+    "adapter.cli.explain",
+    "adapter.cli.simulate",
+    "adapter.cli.calibrate",
+)
 # Optional dependencies and the extra that installs each (pyproject.toml [project.optional-dependencies]).
 _EXTRAS = {"matplotlib": "plot"}
 

@@ -74,10 +74,10 @@ class PodValue:
 @dataclass(frozen=True, slots=True)
 class TermValue:
     metric: str
-    raw: float          # the metric's value for the pod
-    normalized: float   # (raw - idle) / (target - idle)
-    weight: float       # its share of the composite's weights
-    contribution: float # weight * normalized
+    raw: float  # the metric's value for the pod
+    normalized: float  # (raw - idle) / (target - idle)
+    weight: float  # its share of the composite's weights
+    contribution: float  # weight * normalized
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +88,9 @@ class CompositeValue:
     missing: tuple[str, ...]  # metrics of the composite with no data for this pod
 
 
-def attribute(labels: Mapping[str, str], layouts: Sequence[Layout],
-              untrusted: list[Layout] | None = None) -> PodKey | None:
+def attribute(
+    labels: Mapping[str, str], layouts: Sequence[Layout], untrusted: list[Layout] | None = None
+) -> PodKey | None:
     """(namespace, pod) a series belongs to, or None when no trusted layout names a pod (e.g. an idle GPU).
 
     A layout whose pod label is set but whose trust rules reject the series is skipped (appended to
@@ -132,9 +133,15 @@ def _who(labels: Mapping[str, str]) -> str:
     return "{" + shown + ("...}" if len(labels) > 8 else "}")
 
 
-def group_by_pod(samples: Iterable[Sample], layouts: Sequence[Layout], namespace: str,
-                 pods: Collection[str] | None, *, nonnegative: bool = False,
-                 rejected: Rejections | None = None) -> dict[str, list[Sample]]:
+def group_by_pod(
+    samples: Iterable[Sample],
+    layouts: Sequence[Layout],
+    namespace: str,
+    pods: Collection[str] | None,
+    *,
+    nonnegative: bool = False,
+    rejected: Rejections | None = None,
+) -> dict[str, list[Sample]]:
     """The finite samples of each pod of ``namespace`` (restricted to ``pods`` when given).
 
     With ``nonnegative``, negative samples are dropped too. Refusals are reported in ``rejected``.
@@ -147,14 +154,20 @@ def group_by_pod(samples: Iterable[Sample], layouts: Sequence[Layout], namespace
         key = attribute(s.labels, layouts, untrusted)
         if untrusted and rejected is not None:
             lay = untrusted[0]
-            rejected.add("untrusted", f"ignored {lay.pod}={s.labels.get(lay.pod)!r} of series {_who(s.labels)}: "
-                                      f"layout {lay.name!r} trusts only targets matching {dict(lay.trust)}")
+            rejected.add(
+                "untrusted",
+                f"ignored {lay.pod}={s.labels.get(lay.pod)!r} of series {_who(s.labels)}: "
+                f"layout {lay.name!r} trusts only targets matching {dict(lay.trust)}",
+            )
         if key is None or key[0] != namespace or (pods is not None and key[1] not in pods):
             continue
         if nonnegative and s.value < 0:
             if rejected is not None:
-                rejected.add("negative", f"pod {key[1]}: dropped negative sample {s.value!r} of series "
-                                         f"{_who(s.labels)} (this metric cannot be negative)")
+                rejected.add(
+                    "negative",
+                    f"pod {key[1]}: dropped negative sample {s.value!r} of series "
+                    f"{_who(s.labels)} (this metric cannot be negative)",
+                )
             continue
         out.setdefault(key[1], []).append(s)
     return out
@@ -165,8 +178,11 @@ def _servable(pod: str, group: Sequence[Sample], rejected: Rejections | None) ->
     for s in group:
         if abs(s.value) > MAX_SERVABLE:
             if rejected is not None:
-                rejected.add("extreme_value", f"pod {pod} omitted: sample {s.value!r} of series {_who(s.labels)} "
-                                              f"is beyond what an HPA can read (|v| <= {MAX_SERVABLE:.4g})")
+                rejected.add(
+                    "extreme_value",
+                    f"pod {pod} omitted: sample {s.value!r} of series {_who(s.labels)} "
+                    f"is beyond what an HPA can read (|v| <= {MAX_SERVABLE:.4g})",
+                )
             return False
         if not (0 <= s.ts <= MAX_TIMESTAMP):  # also false for NaN
             if rejected is not None:
@@ -175,9 +191,16 @@ def _servable(pod: str, group: Sequence[Sample], rejected: Rejections | None) ->
     return True
 
 
-def reduce_by_pod(samples: Iterable[Sample], layouts: Sequence[Layout], how: Reduce, namespace: str,
-                  pods: Collection[str] | None = None, *, nonnegative: bool = False,
-                  rejected: Rejections | None = None) -> dict[str, PodValue]:
+def reduce_by_pod(
+    samples: Iterable[Sample],
+    layouts: Sequence[Layout],
+    how: Reduce,
+    namespace: str,
+    pods: Collection[str] | None = None,
+    *,
+    nonnegative: bool = False,
+    rejected: Rejections | None = None,
+) -> dict[str, PodValue]:
     """Per-pod values of one metric; pods without a usable sample are absent (see the module rules)."""
     out = {}
     groups = group_by_pod(samples, layouts, namespace, pods, nonnegative=nonnegative, rejected=rejected)
@@ -219,8 +242,7 @@ def fuse(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]
         value = sum(p.contribution for p in parts)
         if not math.isfinite(value):
             continue
-        out[pod] = CompositeValue(value=value, ts=max(pv.ts for _, pv in present), terms=tuple(parts),
-                                  missing=missing)
+        out[pod] = CompositeValue(value=value, ts=max(pv.ts for _, pv in present), terms=tuple(parts), missing=missing)
     return out
 
 

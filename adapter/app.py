@@ -42,9 +42,15 @@ def make_pod_source(settings: Settings, client: PromClient, clock: Callable[[], 
     return PrometheusPodSource(client, settings.catalog, clock, ttl_s=settings.pod_cache_ttl_s)
 
 
-def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
-               pod_source: PodSource | None = None, clock: Callable[[], float] = time.time,
-               transport: httpx.AsyncBaseTransport | None = None, security: Security | None = None) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    provider: MetricsProvider | None = None,
+    pod_source: PodSource | None = None,
+    clock: Callable[[], float] = time.time,
+    transport: httpx.AsyncBaseTransport | None = None,
+    security: Security | None = None,
+) -> FastAPI:
     """Build the ASGI app. With ``provider`` given, no backend client is opened (unit tests).
     With ``security``, every request is authenticated and authorized first (adapter/auth)."""
 
@@ -68,22 +74,30 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
             app.state.pod_source = pod_source
             yield
             return
-        limits = httpx.Limits(max_connections=settings.max_upstream_concurrency,
-                              max_keepalive_connections=settings.max_upstream_concurrency)
-        async with open_backend(settings, limits=limits, transport=transport,
-                                observer=obs.upstream_query) as client:
+        limits = httpx.Limits(
+            max_connections=settings.max_upstream_concurrency,
+            max_keepalive_connections=settings.max_upstream_concurrency,
+        )
+        async with open_backend(settings, limits=limits, transport=transport, observer=obs.upstream_query) as client:
             pods = pod_source or make_pod_source(settings, client, clock)
             await pods.start()
             forecasts = None
             app.state.provider = None
             if settings.catalog.forecast is not None:
-                forecasts = ForecastService(settings.catalog.forecast, settings.catalog, client, clock,
-                                            tick_s=settings.forecast_tick_s, observer=obs)
+                forecasts = ForecastService(
+                    settings.catalog.forecast,
+                    settings.catalog,
+                    client,
+                    clock,
+                    tick_s=settings.forecast_tick_s,
+                    observer=obs,
+                )
                 obs.watch_forecasts(forecasts)
                 forecasts.start()
             try:
-                prov = PrometheusProvider(settings.catalog, client, pods, clock, forecasts, observer=obs,
-                                          store=settings.catalog.store)
+                prov = PrometheusProvider(
+                    settings.catalog, client, pods, clock, forecasts, observer=obs, store=settings.catalog.store
+                )
                 await prov.start()
                 obs.watch_store(prov.store)
                 app.state.forecasts = forecasts
@@ -92,7 +106,7 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
                 app.state.pod_source = pods
                 app.state.storage = Storage(prov)
                 app.state.metrics_provider = prov
-                app.state.explain_source = prov   # /explain's narrow interface (explain.ExplainSource)
+                app.state.explain_source = prov  # /explain's narrow interface (explain.ExplainSource)
                 yield
             finally:
                 if forecasts is not None:
@@ -103,22 +117,22 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.settings = settings
-    obs = Observability(clock=clock)   # its own registry, one per app: nothing global
+    obs = Observability(clock=clock)  # its own registry, one per app: nothing global
     obs.catalog_in_use(settings.catalog)
     app.state.observability = obs
-    app.add_route("/apis", external_metrics.apis, methods=["GET"])   # lists both groups; before custom_metrics' own
+    app.add_route("/apis", external_metrics.apis, methods=["GET"])  # lists both groups; before custom_metrics' own
     custom_metrics.add_routes(app)
     app.add_route(external_metrics.PREFIX, external_metrics.group, methods=["GET"])
-    app.add_route(external_metrics.PREFIX + "/{rest:path}", external_metrics.metrics_api,
-                  methods=custom_metrics.ALL_METHODS)
+    app.add_route(
+        external_metrics.PREFIX + "/{rest:path}", external_metrics.metrics_api, methods=custom_metrics.ALL_METHODS
+    )
     app.add_route("/livez", system.livez, methods=["GET"])
     app.add_route("/healthz", system.livez, methods=["GET"])
     app.add_route("/readyz", system.readyz, methods=["GET"])
     app.add_route("/version", system.version, methods=["GET"])
     app.add_route("/openapi/v2", system.openapi, methods=["GET"])
     app.add_route("/openapi/v3", system.openapi_v3, methods=["GET"])
-    app.add_route("/openapi/v3/apis/custom.metrics.k8s.io/{version}", system.openapi_v3_group_version,
-                  methods=["GET"])
+    app.add_route("/openapi/v3/apis/custom.metrics.k8s.io/{version}", system.openapi_v3_group_version, methods=["GET"])
     observability_routes.add_routes(app)
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -127,8 +141,7 @@ def create_app(settings: Settings, *, provider: MetricsProvider | None = None,
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
     if security is not None:
-        app.add_middleware(AuthMiddleware, authenticator=lambda: security.authenticator,
-                           authorizer=security.authorizer)
+        app.add_middleware(AuthMiddleware, authenticator=lambda: security.authenticator, authorizer=security.authorizer)
     # Added last, so it is the outermost layer: it also counts what authentication turns away.
     app.add_middleware(observability_routes.RequestMetrics, observability=obs)
     app.add_middleware(SizeLimit)  # outermost: oversized requests are refused before any work is done

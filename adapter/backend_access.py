@@ -35,8 +35,13 @@ class BackendAccess:
     def describe(self) -> str:
         """One log-safe line: which options are in use, never a secret (header values are left out)."""
         parts = []
-        for label, value in (("ca", self.ca_file), ("client-cert", self.cert_file), ("token-file", self.token_file),
-                             ("basic-auth-file", self.basic_auth_file), ("tenant", self.tenant)):
+        for label, value in (
+            ("ca", self.ca_file),
+            ("client-cert", self.cert_file),
+            ("token-file", self.token_file),
+            ("basic-auth-file", self.basic_auth_file),
+            ("tenant", self.tenant),
+        ):
             if value:
                 parts.append(f"{label}={value}")
         if self.headers:

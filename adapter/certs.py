@@ -56,8 +56,9 @@ class KeyPair:
 
     def key_pem(self) -> bytes:
         """The private key, unencrypted PKCS#8 PEM (what Go's ``tls.LoadX509KeyPair`` and ``ssl`` read)."""
-        return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption())
+        return self.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
 
 
 def serving_dns_names(service: str, namespace: str) -> list[str]:
@@ -94,8 +95,9 @@ def _check_days(days: int) -> None:
         raise ValueError(f"days must be at least 1, got {days}")
 
 
-def make_ca(common_name: str = "llm-hpa-adapter-ca", *, days: int = DEFAULT_DAYS,
-            now: dt.datetime | None = None) -> KeyPair:
+def make_ca(
+    common_name: str = "llm-hpa-adapter-ca", *, days: int = DEFAULT_DAYS, now: dt.datetime | None = None
+) -> KeyPair:
     """A self-signed CA valid for ``days`` days from ``now`` (default: the current time).
 
     It can sign end-entity certificates only (``pathLength = 0``) and nothing but certificates and CRLs.
@@ -113,17 +115,34 @@ def make_ca(common_name: str = "llm-hpa-adapter-ca", *, days: int = DEFAULT_DAYS
         .not_valid_before(start - _CLOCK_SKEW)
         .not_valid_after(start + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
     return KeyPair(cert, key)
 
 
-def _leaf(ca: KeyPair, subject: x509.Name, usage: x509.ObjectIdentifier, days: int, now: dt.datetime | None,
-          san: x509.SubjectAlternativeName | None) -> KeyPair:
+def _leaf(
+    ca: KeyPair,
+    subject: x509.Name,
+    usage: x509.ObjectIdentifier,
+    days: int,
+    now: dt.datetime | None,
+    san: x509.SubjectAlternativeName | None,
+) -> KeyPair:
     _check_days(days)
     start = _now(now)
     # A leaf outliving its CA would be rejected by verifiers anyway; say so in the certificate itself.
@@ -139,9 +158,20 @@ def _leaf(ca: KeyPair, subject: x509.Name, usage: x509.ObjectIdentifier, days: i
         .not_valid_before(start - _CLOCK_SKEW)
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
@@ -151,9 +181,16 @@ def _leaf(ca: KeyPair, subject: x509.Name, usage: x509.ObjectIdentifier, days: i
     return KeyPair(builder.sign(ca.key, hashes.SHA256()), key)
 
 
-def make_serving_cert(ca: KeyPair, service: str, namespace: str, *, days: int = DEFAULT_DAYS,
-                      extra_dns: Sequence[str] = (), extra_ips: Sequence[str] = (),
-                      now: dt.datetime | None = None) -> KeyPair:
+def make_serving_cert(
+    ca: KeyPair,
+    service: str,
+    namespace: str,
+    *,
+    days: int = DEFAULT_DAYS,
+    extra_dns: Sequence[str] = (),
+    extra_ips: Sequence[str] = (),
+    now: dt.datetime | None = None,
+) -> KeyPair:
     """A TLS server certificate (``serverAuth``) signed by ``ca`` for the Service ``service.namespace``.
 
     SANs: ``serving_dns_names(service, namespace)`` + ``extra_dns``, and IPs ``127.0.0.1`` + ``extra_ips``.
@@ -162,13 +199,20 @@ def make_serving_cert(ca: KeyPair, service: str, namespace: str, *, days: int = 
     """
     dns = [*serving_dns_names(service, namespace), *(d for d in extra_dns if d)]
     ips = [ipaddress.ip_address("127.0.0.1"), *(ipaddress.ip_address(i) for i in extra_ips)]
-    san = x509.SubjectAlternativeName([*(x509.DNSName(d) for d in dict.fromkeys(dns)),
-                                       *(x509.IPAddress(i) for i in dict.fromkeys(ips))])
+    san = x509.SubjectAlternativeName(
+        [*(x509.DNSName(d) for d in dict.fromkeys(dns)), *(x509.IPAddress(i) for i in dict.fromkeys(ips))]
+    )
     return _leaf(ca, _name(f"{service}.{namespace}.svc"), ExtendedKeyUsageOID.SERVER_AUTH, days, now, san)
 
 
-def make_client_cert(ca: KeyPair, common_name: str, *, organizations: Sequence[str] = (),
-                     days: int = DEFAULT_DAYS, now: dt.datetime | None = None) -> KeyPair:
+def make_client_cert(
+    ca: KeyPair,
+    common_name: str,
+    *,
+    organizations: Sequence[str] = (),
+    days: int = DEFAULT_DAYS,
+    now: dt.datetime | None = None,
+) -> KeyPair:
     """A TLS client certificate (``clientAuth``) signed by ``ca``.
 
     Kubernetes reads a client certificate as user = subject CN, groups = subject O values
@@ -201,8 +245,7 @@ def load_pair(cert_path: str | os.PathLike[str], key_path: str | os.PathLike[str
 CA_FILES = ("ca.crt", "ca.key")
 SERVING_FILES = ("tls.crt", "tls.key")
 CA_BUNDLE_FILE = "ca-bundle.b64"
-FRONT_PROXY_FILES = ("front-proxy-ca.crt", "front-proxy-ca.key", "front-proxy-client.crt",
-                     "front-proxy-client.key")
+FRONT_PROXY_FILES = ("front-proxy-ca.crt", "front-proxy-ca.key", "front-proxy-client.crt", "front-proxy-client.key")
 CLIENT_FILES = ("client.crt", "client.key")
 
 
@@ -250,13 +293,20 @@ def _reusable(out: Path, service: str, namespace: str, front_proxy: bool, now: d
         serving = load_pair(out / "tls.crt", out / "tls.key")
         pairs = [(ca, serving)]
         if front_proxy:
-            pairs.append((load_pair(out / "front-proxy-ca.crt", out / "front-proxy-ca.key"),
-                          load_pair(out / "front-proxy-client.crt", out / "front-proxy-client.key")))
+            pairs.append(
+                (
+                    load_pair(out / "front-proxy-ca.crt", out / "front-proxy-ca.key"),
+                    load_pair(out / "front-proxy-client.crt", out / "front-proxy-client.key"),
+                )
+            )
             pairs.append((ca, load_pair(out / "client.crt", out / "client.key")))
         for issuer, leaf in pairs:
             leaf.cert.verify_directly_issued_by(issuer.cert)
-        have = set(serving.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-                   .get_values_for_type(x509.DNSName))
+        have = set(
+            serving.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+                x509.DNSName
+            )
+        )
     except InvalidSignature:
         return "inconsistent: a certificate was not signed by its CA"
     except x509.ExtensionNotFound:
@@ -274,11 +324,18 @@ def _reusable(out: Path, service: str, namespace: str, front_proxy: bool, now: d
     return None
 
 
-def write_bundle(out: str | os.PathLike[str], service: str, namespace: str, *, days: int = DEFAULT_DAYS,
-                 front_proxy: bool = False, force: bool = False,
-                 client_user: str = DEFAULT_CLIENT_USER,
-                 client_groups: Sequence[str] = DEFAULT_CLIENT_GROUPS,
-                 now: dt.datetime | None = None) -> Bundle:
+def write_bundle(
+    out: str | os.PathLike[str],
+    service: str,
+    namespace: str,
+    *,
+    days: int = DEFAULT_DAYS,
+    front_proxy: bool = False,
+    force: bool = False,
+    client_user: str = DEFAULT_CLIENT_USER,
+    client_groups: Sequence[str] = DEFAULT_CLIENT_GROUPS,
+    now: dt.datetime | None = None,
+) -> Bundle:
     """Make a CA and a serving certificate for ``service.namespace`` and write them into ``out``.
 
     Files (``bundle_files``): ``ca.crt ca.key tls.crt tls.key ca-bundle.b64``; with ``front_proxy`` also a
@@ -299,16 +356,19 @@ def write_bundle(out: str | os.PathLike[str], service: str, namespace: str, *, d
     if not force and any(p.exists() for p in (root / n for n in bundle_files(True))):
         why = _reusable(root, service, namespace, front_proxy, moment)
         if why is not None:
-            raise BundleExistsError(f"{root} already holds certificates that cannot be kept ({why}); "
-                                    "pass --force to replace them")
+            raise BundleExistsError(
+                f"{root} already holds certificates that cannot be kept ({why}); pass --force to replace them"
+            )
         ca_cert = x509.load_pem_x509_certificate((root / "ca.crt").read_bytes())
         return Bundle(root, paths, ca_bundle_b64(ca_cert), created=False)
 
     ca = make_ca(f"{service}-ca@{int(moment.timestamp())}", days=days, now=moment)
     serving = make_serving_cert(ca, service, namespace, days=days, now=moment)
     content: dict[str, tuple[bytes, int]] = {
-        "ca.crt": (ca.cert_pem(), 0o644), "ca.key": (ca.key_pem(), 0o600),
-        "tls.crt": (serving.cert_pem(), 0o644), "tls.key": (serving.key_pem(), 0o600),
+        "ca.crt": (ca.cert_pem(), 0o644),
+        "ca.key": (ca.key_pem(), 0o600),
+        "tls.crt": (serving.cert_pem(), 0o644),
+        "tls.key": (serving.key_pem(), 0o600),
         CA_BUNDLE_FILE: ((ca_bundle_b64(ca.cert) + "\n").encode("ascii"), 0o644),
     }
     if front_proxy:
@@ -316,10 +376,12 @@ def write_bundle(out: str | os.PathLike[str], service: str, namespace: str, *, d
         fp_client = make_client_cert(fp_ca, FRONT_PROXY_CN, days=days, now=moment)
         client = make_client_cert(ca, client_user, organizations=client_groups, days=days, now=moment)
         content |= {
-            "front-proxy-ca.crt": (fp_ca.cert_pem(), 0o644), "front-proxy-ca.key": (fp_ca.key_pem(), 0o600),
+            "front-proxy-ca.crt": (fp_ca.cert_pem(), 0o644),
+            "front-proxy-ca.key": (fp_ca.key_pem(), 0o600),
             "front-proxy-client.crt": (fp_client.cert_pem(), 0o644),
             "front-proxy-client.key": (fp_client.key_pem(), 0o600),
-            "client.crt": (client.cert_pem(), 0o644), "client.key": (client.key_pem(), 0o600),
+            "client.crt": (client.cert_pem(), 0o644),
+            "client.key": (client.key_pem(), 0o600),
         }
     root.mkdir(parents=True, exist_ok=True)
     # Serving files are written after the CA: a server watching the directory reloads onto a chain that

@@ -192,8 +192,7 @@ class _ServerProcess:
                 if code is not None:
                     self._reap()
                     raise DevServerError(
-                        f"{self._name} exited with code {code} during start-up; log tail:\n"
-                        f"{self._log_tail(offset)}"
+                        f"{self._name} exited with code {code} during start-up; log tail:\n{self._log_tail(offset)}"
                     )
                 try:
                     if client.get(self.url + self._ready_path).status_code == 200:
@@ -394,8 +393,15 @@ def scraping_prometheus(target: str, *, job: str, interval: str) -> PrometheusPr
     for the workload pods (as the GPU Operator's ServiceMonitor with honorLabels does), so its
     namespace/pod labels must win over the target's own."""
     return PrometheusProcess(
-        scrape_configs=[{"job_name": job, "honor_labels": True, "scrape_interval": interval,
-                         "scrape_timeout": interval, "static_configs": [{"targets": [target]}]}],
+        scrape_configs=[
+            {
+                "job_name": job,
+                "honor_labels": True,
+                "scrape_interval": interval,
+                "scrape_timeout": interval,
+                "static_configs": [{"targets": [target]}],
+            }
+        ],
         scrape_interval=interval,
     )
 
@@ -405,14 +411,28 @@ class AdapterProcess:
     source), for the demo, the live simulation and the benchmarks: the adapter as it is deployed, in a
     process of its own. Its log goes to ``log_dir/adapter.log``; ``start()`` waits for ``/readyz``."""
 
-    def __init__(self, prometheus_url: str, log_dir: Path, *, port: int | None = None,
-                 extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, prometheus_url: str, log_dir: Path, *, port: int | None = None, extra_args: Sequence[str] = ()
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://{LOOPBACK}:{self.port}"
         self.log_path = Path(log_dir) / "adapter.log"
-        self._command = [sys.executable, "-m", "adapter", "--log-level", "warning", "serve",
-                         "--prometheus-url", prometheus_url, "--bind", f"{LOOPBACK}:{self.port}",
-                         "--insecure-plain-http", "--pod-source", "prometheus", *extra_args]
+        self._command = [
+            sys.executable,
+            "-m",
+            "adapter",
+            "--log-level",
+            "warning",
+            "serve",
+            "--prometheus-url",
+            prometheus_url,
+            "--bind",
+            f"{LOOPBACK}:{self.port}",
+            "--insecure-plain-http",
+            "--pod-source",
+            "prometheus",
+            *extra_args,
+        ]
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -423,22 +443,25 @@ class AdapterProcess:
         """Launch and wait until ``/readyz`` answers 200; DevServerError (with the log's tail) otherwise."""
         with self.log_path.open("wb") as log:
             # A new session keeps a terminal's Ctrl-C from reaching the child: its owner stops it.
-            self._proc = subprocess.Popen(self._command, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True)
+            self._proc = subprocess.Popen(
+                self._command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=1.0, trust_env=False) as client:
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
-                    raise DevServerError(f"the adapter exited with code {self._proc.returncode}; "
-                                         f"log tail:\n{self._tail()}")
+                    raise DevServerError(
+                        f"the adapter exited with code {self._proc.returncode}; log tail:\n{self._tail()}"
+                    )
                 try:
                     if client.get(f"{self.url}/readyz").status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass  # not listening yet
                 time.sleep(0.1)
-        raise DevServerError(f"the adapter was not ready at {self.url}/readyz after {timeout:g}s; "
-                             f"log tail:\n{self._tail()}")
+        raise DevServerError(
+            f"the adapter was not ready at {self.url}/readyz after {timeout:g}s; log tail:\n{self._tail()}"
+        )
 
     def check_alive(self) -> None:
         """Raise DevServerError (with the log's tail) if the adapter has exited."""

@@ -44,8 +44,7 @@ _QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _QUALIFIED_NAME_RE = re.compile(_QUALIFIED_NAME_FMT)
 _QUALIFIED_NAME_MAX = 63
 _QUALIFIED_NAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric"
-    " character"
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 )
 _LABEL_VALUE_FMT = "(" + _QUALIFIED_NAME_FMT + ")?"
 _LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
@@ -112,8 +111,7 @@ def _qualified_name_errors(value: str) -> list[str]:
         errs.append("name part " + _max_len_error(_QUALIFIED_NAME_MAX))
     if _QUALIFIED_NAME_RE.fullmatch(name) is None:
         errs.append(
-            "name part "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+            "name part " + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
         )
     return errs
 
@@ -227,17 +225,11 @@ class Requirement:
         if key_errors:
             errors.append(_invalid("key", self.key, key_errors))
         if operator in _SET_OPERATORS and not values:
-            errors.append(
-                _invalid_list("values", values, "for 'in', 'notin' operators, values set can't be empty")
-            )
+            errors.append(_invalid_list("values", values, "for 'in', 'notin' operators, values set can't be empty"))
         elif operator in _EXACT_OPERATORS and len(values) != 1:
-            errors.append(
-                _invalid_list("values", values, "exact-match compatibility requires one single value")
-            )
+            errors.append(_invalid_list("values", values, "exact-match compatibility requires one single value"))
         elif operator in _UNARY_OPERATORS and values:
-            errors.append(
-                _invalid_list("values", values, "values set must be empty for exists and does not exist")
-            )
+            errors.append(_invalid_list("values", values, "values set must be empty for exists and does not exist"))
         elif operator in _INT_OPERATORS:
             if len(values) != 1:
                 errors.append(
@@ -246,15 +238,11 @@ class Requirement:
             for i, value in enumerate(values):
                 if _parse_int64(value) is None:
                     errors.append(
-                        _invalid(
-                            f"values[{i}]", value, ["for 'Gt', 'Lt' operators, the value must be an integer"]
-                        )
+                        _invalid(f"values[{i}]", value, ["for 'Gt', 'Lt' operators, the value must be an integer"])
                     )
         elif operator not in _OPERATORS:
             supported = ", ".join(f'"{op}"' for op in _OPERATORS if op != "==")
-            errors.append(
-                f"operator: Unsupported value: {_go_quote(operator)}: supported values: {supported}"
-            )
+            errors.append(f"operator: Unsupported value: {_go_quote(operator)}: supported values: {supported}")
         for i, value in enumerate(values):
             value_errors = _label_value_errors(value)
             if value_errors:

@@ -64,7 +64,7 @@ class PodEntry:
     metric: str
     composite: CompositeValue
     updated: float
-    labels: str   # the rendered label pairs, made once per pod rather than once per read or scrape
+    labels: str  # the rendered label pairs, made once per pod rather than once per read or scrape
 
 
 @dataclass
@@ -108,7 +108,7 @@ def score_forecast(issued: Issued, step_s: float, start_ts: float, values: np.nd
     if not finite.any():
         return None
     error = wape(actual, issued.values)
-    if not math.isfinite(error):   # every actual was 0: WAPE undefined, the forecast cannot be judged
+    if not math.isfinite(error):  # every actual was 0: WAPE undefined, the forecast cannot be judged
         return None
     return Score(error=error, under_forecast=float(issued.values.max()) < float(actual[finite].max()))
 
@@ -116,54 +116,100 @@ def score_forecast(issued: Issued, step_s: float, start_ts: float, values: np.nd
 class Observability:
     """Every metric the adapter exports, on ``self.registry`` (one per app)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, pod_ttl_s: float = 120.0,
-                 max_pods: int = 20_000, max_unknown_names: int = 50) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        pod_ttl_s: float = 120.0,
+        max_pods: int = 20_000,
+        max_unknown_names: int = 50,
+    ) -> None:
         self.clock = clock
         self.pod_ttl_s = pod_ttl_s
         self.max_pods = max_pods
         self.max_unknown_names = max_unknown_names
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter(PREFIX + "requests",
-                                "HTTP requests answered, by route, API version and status code",
-                                ["route", "version", "code"], registry=r)
-        self.request_seconds = Histogram(PREFIX + "request_duration_seconds",
-                                         "Time to answer an HTTP request, by route and API version",
-                                         ["route", "version"], buckets=REQUEST_BUCKETS, registry=r)
-        self.unknown_metrics = Counter(PREFIX + "unknown_metric_requests",
-                                       "Requests for a metric name the catalog does not serve",
-                                       ["metric", "resource"], registry=r)
-        self.upstream_queries = Counter(PREFIX + "upstream_queries",
-                                        "Queries sent to the metrics backend, by outcome (ok, timeout, "
-                                        "unreachable, error, http_NNN, partial, too_big)",
-                                        ["backend", "endpoint", "outcome"], registry=r)
-        self.upstream_seconds = Histogram(PREFIX + "upstream_query_duration_seconds",
-                                          "Latency of backend queries", ["backend", "endpoint"],
-                                          buckets=UPSTREAM_BUCKETS, registry=r)
-        self.upstream_reachable = Gauge(PREFIX + "upstream_reachable",
-                                        "1 if the latest backend query got an HTTP answer, 0 if it timed out "
-                                        "or could not connect", ["backend"], registry=r)
-        self.upstream_last_success = Gauge(PREFIX + "upstream_last_success_timestamp_seconds",
-                                           "Unix time of the latest backend query that succeeded",
-                                           ["backend"], registry=r)
-        self.catalog_rules = Gauge(PREFIX + "catalog_rules", "Rules in the loaded metric catalog, by kind",
-                                   ["kind"], registry=r)
-        self.catalog_loaded = Gauge(PREFIX + "catalog_loaded_timestamp_seconds",
-                                    "Unix time the metric catalog in use was loaded", registry=r)
-        self.fit_seconds = Histogram(PREFIX + "forecast_fit_duration_seconds", "Time one forecast fit took",
-                                     ["model"], buckets=FIT_BUCKETS, registry=r)
-        self.fits = Counter(PREFIX + "forecast_fits",
-                            "Forecast fits, by model and outcome (ok, or why the boost degraded to 1)",
-                            ["model", "reason"], registry=r)
-        self.forecast_failures = Counter(PREFIX + "forecast_failures",
-                                         "Forecast refreshes that failed: history (backend), fit (numerics), "
-                                         "loop (a bug in the refresh loop)", ["stage"], registry=r)
+        self.requests = Counter(
+            PREFIX + "requests",
+            "HTTP requests answered, by route, API version and status code",
+            ["route", "version", "code"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            PREFIX + "request_duration_seconds",
+            "Time to answer an HTTP request, by route and API version",
+            ["route", "version"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.unknown_metrics = Counter(
+            PREFIX + "unknown_metric_requests",
+            "Requests for a metric name the catalog does not serve",
+            ["metric", "resource"],
+            registry=r,
+        )
+        self.upstream_queries = Counter(
+            PREFIX + "upstream_queries",
+            "Queries sent to the metrics backend, by outcome (ok, timeout, "
+            "unreachable, error, http_NNN, partial, too_big)",
+            ["backend", "endpoint", "outcome"],
+            registry=r,
+        )
+        self.upstream_seconds = Histogram(
+            PREFIX + "upstream_query_duration_seconds",
+            "Latency of backend queries",
+            ["backend", "endpoint"],
+            buckets=UPSTREAM_BUCKETS,
+            registry=r,
+        )
+        self.upstream_reachable = Gauge(
+            PREFIX + "upstream_reachable",
+            "1 if the latest backend query got an HTTP answer, 0 if it timed out or could not connect",
+            ["backend"],
+            registry=r,
+        )
+        self.upstream_last_success = Gauge(
+            PREFIX + "upstream_last_success_timestamp_seconds",
+            "Unix time of the latest backend query that succeeded",
+            ["backend"],
+            registry=r,
+        )
+        self.catalog_rules = Gauge(
+            PREFIX + "catalog_rules", "Rules in the loaded metric catalog, by kind", ["kind"], registry=r
+        )
+        self.catalog_loaded = Gauge(
+            PREFIX + "catalog_loaded_timestamp_seconds", "Unix time the metric catalog in use was loaded", registry=r
+        )
+        self.fit_seconds = Histogram(
+            PREFIX + "forecast_fit_duration_seconds",
+            "Time one forecast fit took",
+            ["model"],
+            buckets=FIT_BUCKETS,
+            registry=r,
+        )
+        self.fits = Counter(
+            PREFIX + "forecast_fits",
+            "Forecast fits, by model and outcome (ok, or why the boost degraded to 1)",
+            ["model", "reason"],
+            registry=r,
+        )
+        self.forecast_failures = Counter(
+            PREFIX + "forecast_failures",
+            "Forecast refreshes that failed: history (backend), fit (numerics), loop (a bug in the refresh loop)",
+            ["stage"],
+            registry=r,
+        )
         for stage in ("history", "fit", "loop"):
-            self.forecast_failures.labels(stage)   # present at 0 so rate() works from the first failure
-        self.rejected = Counter(PREFIX + "series_rejected",
-                                "Series or pods refused while reducing per pod: untrusted (a pod label from a "
-                                "target the layout does not trust), negative (a metric that cannot be), "
-                                "extreme_value, bad_timestamp", ["metric", "reason"], registry=r)
+            self.forecast_failures.labels(stage)  # present at 0 so rate() works from the first failure
+        self.rejected = Counter(
+            PREFIX + "series_rejected",
+            "Series or pods refused while reducing per pod: untrusted (a pod label from a "
+            "target the layout does not trust), negative (a metric that cannot be), "
+            "extreme_value, bad_timestamp",
+            ["metric", "reason"],
+            registry=r,
+        )
         self._unknown_names: set[str] = set()
         self._pods: dict[tuple[str, str, str], PodEntry] = {}
         self._issued: dict[WorkloadKey, list[Issued]] = {}
@@ -216,13 +262,14 @@ class Observability:
         if outcome in _UNREACHABLE:
             self.upstream_reachable.labels(backend).set(0)
         elif outcome == "ok" or outcome.startswith("http_"):
-            self.upstream_reachable.labels(backend).set(1)   # it answered, even if with an error
+            self.upstream_reachable.labels(backend).set(1)  # it answered, even if with an error
         if outcome == "ok":
             self.upstream_last_success.labels(backend).set(self.clock())
 
     # -- computed per-pod series -------------------------------------------------------------------
-    def composite_read(self, namespace: str, metric: str, values: Mapping[str, CompositeValue],
-                       scope_pods: Iterable[str] | None) -> None:
+    def composite_read(
+        self, namespace: str, metric: str, values: Mapping[str, CompositeValue], scope_pods: Iterable[str] | None
+    ) -> None:
         """A composite was read for ``namespace``: keep each pod's value and terms for the pod series.
 
         Pods of ``scope_pods`` (the pods the read was about) that got no value have no data any more:
@@ -235,7 +282,7 @@ class Observability:
         entries = self._pods
         for pod, cv in values.items():
             key = (namespace, pod, metric)
-            old = entries.pop(key, None)   # re-inserted at the end: the dict's order is least recently read first
+            old = entries.pop(key, None)  # re-inserted at the end: the dict's order is least recently read first
             if old is None:
                 workload = deployment_of(pod)
                 labels = _labels(namespace=namespace, workload=workload, pod=pod, metric=metric)
@@ -276,7 +323,7 @@ class Observability:
             pending.append(Issued(state.step_ts, np.asarray(state.forecast, dtype=float)))
         # One forecast per step and each is scored once its horizon has passed: more pending than the
         # horizon (plus slack for a missed pull) means the old ones can no longer be scored.
-        del pending[:-(state.forecast.size + 2)]
+        del pending[: -(state.forecast.size + 2)]
 
     def history_pulled(self, key: WorkloadKey, start_ts: float, step_s: float, values: np.ndarray) -> None:
         """A load history arrived: score every pending forecast of ``key`` whose horizon it now covers."""
@@ -287,11 +334,11 @@ class Observability:
         keep = []
         for issued in pending:
             if issued.step_ts + issued.values.size * step_s > end_ts:
-                keep.append(issued)   # its horizon has not passed yet
+                keep.append(issued)  # its horizon has not passed yet
                 continue
             score = score_forecast(issued, step_s, start_ts, values)
             if score is None:
-                continue   # no actual to compare with (a gap, or older than the history): dropped unscored
+                continue  # no actual to compare with (a gap, or older than the history): dropped unscored
             acc = self._accuracy.setdefault(key, _Accuracy())
             acc.evaluated += 1
             acc.error_sum += score.error
@@ -314,8 +361,9 @@ class Observability:
         return known
 
 
-_RESOURCES = frozenset({"pods", "deployments.apps", "namespaces", "pod", "deployments", "deployment",
-                        "deployment.apps", "namespace"})
+_RESOURCES = frozenset(
+    {"pods", "deployments.apps", "namespaces", "pod", "deployments", "deployment", "deployment.apps", "namespace"}
+)
 
 
 def _labels(**pairs: str) -> str:
@@ -324,39 +372,63 @@ def _labels(**pairs: str) -> str:
 
 # (name, type, help) of every computed family, in exposition order. Counters are named with _total.
 _FAMILIES = (
-    ("pod_composite", "gauge",
-     "The composite the adapter computed for the pod (before any forecast boost; 1.0 = every term at its target)"),
+    (
+        "pod_composite",
+        "gauge",
+        "The composite the adapter computed for the pod (before any forecast boost; 1.0 = every term at its target)",
+    ),
     ("pod_term_value", "gauge", "A composite term's metric value for the pod"),
     ("pod_term_contribution", "gauge", "A term's share of the pod's composite: weight x value / target"),
     ("pod_series", "gauge", "Pods with a computed composite (live entries)"),
     ("forecast_workloads", "gauge", "Workloads being forecast (at most the catalog's forecast.max_workloads)"),
-    ("forecast_workloads_refused_total", "counter",
-     "New workloads not forecast (boost 1) because forecast.max_workloads was reached"),
+    (
+        "forecast_workloads_refused_total",
+        "counter",
+        "New workloads not forecast (boost 1) because forecast.max_workloads was reached",
+    ),
     ("workload_load", "gauge", "The workload's latest load (requests/s)"),
     ("workload_load_forecast", "gauge", "Peak forecast load over the horizon (requests/s)"),
     ("workload_boost", "gauge", "The boost applied to the workload now (1 = none)"),
     ("forecast_age_seconds", "gauge", "Seconds since the end of the history the latest forecast was fit on"),
     ("forecast_stale", "gauge", "1 if the workload's forecast is too old to be used"),
     ("store_keys", "gauge", "Keys the value store keeps and refreshes in the background"),
-    ("store_data_age_seconds", "gauge",
-     "Age of the data the store serves for the key: seconds since the evaluation it came from"),
+    (
+        "store_data_age_seconds",
+        "gauge",
+        "Age of the data the store serves for the key: seconds since the evaluation it came from",
+    ),
     ("store_refresh_duration_seconds", "gauge", "How long the key's latest successful refresh took"),
     ("store_refresh_failing", "gauge", "1 if the key's latest refresh failed"),
-    ("store_events_total", "counter",
-     "Store events: hit (answered from memory), miss (first request, direct query), overflow (past max_keys, "
-     "direct query), stale (refused: older than max_staleness), refresh, failure, dropped (idle)"),
-    ("forecast_info", "gauge",
-     "The model selected for the workload and the forecast's state (ok, pending, or why the boost is 1)"),
-    ("forecast_error_ratio", "summary",
-     "WAPE of each forecast over its horizon, scored once the real load is known"),
-    ("forecast_under_forecasts_total", "counter",
-     "Scored forecasts whose peak fell short of the real peak over the horizon"),
+    (
+        "store_events_total",
+        "counter",
+        "Store events: hit (answered from memory), miss (first request, direct query), overflow (past max_keys, "
+        "direct query), stale (refused: older than max_staleness), refresh, failure, dropped (idle)",
+    ),
+    (
+        "forecast_info",
+        "gauge",
+        "The model selected for the workload and the forecast's state (ok, pending, or why the boost is 1)",
+    ),
+    ("forecast_error_ratio", "summary", "WAPE of each forecast over its horizon, scored once the real load is known"),
+    (
+        "forecast_under_forecasts_total",
+        "counter",
+        "Scored forecasts whose peak fell short of the real peak over the horizon",
+    ),
     ("forecast_last_error_ratio", "gauge", "WAPE of the latest scored forecast"),
 )
 
 
-_EVENTS = {"hits": "hit", "misses": "miss", "overflow": "overflow", "stale": "stale", "refreshes": "refresh",
-           "failures": "failure", "dropped": "dropped"}
+_EVENTS = {
+    "hits": "hit",
+    "misses": "miss",
+    "overflow": "overflow",
+    "stale": "stale",
+    "refreshes": "refresh",
+    "failures": "failure",
+    "dropped": "dropped",
+}
 
 
 def _computed_text(obs: Observability) -> str:
@@ -381,7 +453,8 @@ def _computed_text(obs: Observability) -> str:
     if service is not None:
         lines["forecast_workloads"].append(f"{PREFIX}forecast_workloads {float(len(service.workloads()))!r}")
         lines["forecast_workloads_refused_total"].append(
-            f"{PREFIX}forecast_workloads_refused_total {float(service.refused)!r}")
+            f"{PREFIX}forecast_workloads_refused_total {float(service.refused)!r}"
+        )
     for key, state in obs._known_workloads().items():
         assert service is not None
         wl = _labels(namespace=key.namespace, workload=workload_label(key.deployments))
@@ -416,7 +489,8 @@ def _computed_text(obs: Observability) -> str:
         counters = store.counters
         for f in fields(counters):
             lines["store_events_total"].append(
-                f'{PREFIX}store_events_total{{event="{_EVENTS[f.name]}"}} {float(getattr(counters, f.name))!r}')
+                f'{PREFIX}store_events_total{{event="{_EVENTS[f.name]}"}} {float(getattr(counters, f.name))!r}'
+            )
     out = []
     for name, kind, help_text in _FAMILIES:
         out.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")

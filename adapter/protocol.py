@@ -74,8 +74,10 @@ DEFAULT_LIMITS = ServingLimits()
 
 
 def _plain_response(code: int, phrase: bytes, message: bytes) -> bytes:
-    return (b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
-            b"connection: close\r\n\r\n%s" % (code, phrase, len(message), message))
+    return (
+        b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+        b"connection: close\r\n\r\n%s" % (code, phrase, len(message), message)
+    )
 
 
 class ServingProtocol(HttpToolsProtocol):
@@ -85,12 +87,12 @@ class ServingProtocol(HttpToolsProtocol):
         super().__init__(config, *args, **kwargs)
         self.limits: ServingLimits = getattr(config, "serving_limits", DEFAULT_LIMITS)
         self._peer_der: bytes | None = None
-        self._in_head = True          # the bytes arriving now belong to a request head
+        self._in_head = True  # the bytes arriving now belong to a request head
         self._head_bytes = 0
         self._header_count = 0
         self._body_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
-        self._refused = False         # answered 4xx/503 by the protocol itself: read nothing more
+        self._refused = False  # answered 4xx/503 by the protocol itself: read nothing more
 
     # ------------------------------------------------------------------ connection
 
@@ -98,8 +100,7 @@ class ServingProtocol(HttpToolsProtocol):
         over_cap = len(self.connections) >= self.limits.max_connections
         super().connection_made(transport)
         if over_cap:
-            self.logger.warning("connection cap (%d) reached: refusing a new connection",
-                                self.limits.max_connections)
+            self.logger.warning("connection cap (%d) reached: refusing a new connection", self.limits.max_connections)
             self._refuse(503, b"Service Unavailable", b"too many connections\n")
             return
         ssl_object = transport.get_extra_info("ssl_object")
@@ -151,7 +152,7 @@ class ServingProtocol(HttpToolsProtocol):
         if self._refused:
             return
         self._body_bytes += len(body)
-        if self._body_bytes > self.limits.max_body_bytes:   # chunked: no length declared up front
+        if self._body_bytes > self.limits.max_body_bytes:  # chunked: no length declared up front
             self._refuse(413, b"Content Too Large", b"request body too large\n")
             return
         super().on_body(body)
@@ -193,7 +194,7 @@ class ServingProtocol(HttpToolsProtocol):
             return
         self._refused = True
         answering = self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete
-        if not answering:   # never write into the middle of an answer already on its way
+        if not answering:  # never write into the middle of an answer already on its way
             self.transport.write(_plain_response(code, phrase, message))
         self.transport.pause_reading()
         self.loop.call_later(_ABORT_AFTER_S, self.transport.abort)

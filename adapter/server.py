@@ -41,6 +41,7 @@ def _loop_factory(timeout_s: float) -> Callable[[], asyncio.AbstractEventLoop]:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvicorn[standard] brings uvloop
+
         class SelectorLoop(_HandshakeTimeout, asyncio.SelectorEventLoop):
             handshake_timeout_s = timeout_s
 
@@ -56,8 +57,9 @@ class ServingConfig(uvicorn.Config):
     """uvicorn.Config that serves with ``ServingProtocol`` and its limits, and with our own (reloadable)
     SSLContext when one is given (uvicorn would otherwise build a fresh context from file names)."""
 
-    def __init__(self, app: Any, *, limits: ServingLimits, ssl_context: ssl.SSLContext | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, app: Any, *, limits: ServingLimits, ssl_context: ssl.SSLContext | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(app, http=ServingProtocol, **kwargs)
         self.serving_limits = limits
         self._ssl_context = ssl_context
@@ -72,11 +74,27 @@ class ServingConfig(uvicorn.Config):
         return _loop_factory(self.serving_limits.header_timeout_s)
 
 
-def make_server(settings: Settings, *, host: str, port: int, security: Security | None,
-                clock: Callable[[], float] = time.time, log_level: str = "info",
-                limits: ServingLimits = DEFAULT_LIMITS, **app_kwargs: Any) -> uvicorn.Server:
+def make_server(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    security: Security | None,
+    clock: Callable[[], float] = time.time,
+    log_level: str = "info",
+    limits: ServingLimits = DEFAULT_LIMITS,
+    **app_kwargs: Any,
+) -> uvicorn.Server:
     """``security=None`` means plain HTTP without authentication (``--insecure-plain-http``)."""
     app = create_app(settings, clock=clock, security=security, **app_kwargs)
-    config = ServingConfig(app, limits=limits, ssl_context=security.ssl_context if security else None,
-                           host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
+    config = ServingConfig(
+        app,
+        limits=limits,
+        ssl_context=security.ssl_context if security else None,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+    )
     return uvicorn.Server(config)

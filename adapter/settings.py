@@ -75,9 +75,9 @@ class MetricDef:
     reduce: Reduce
     objects: Combine
     window: str | None = None
-    layouts: tuple[str, ...] | None = None   # names of the layouts read for this metric; None = all
-    nonnegative: bool = True                  # a negative sample is dropped (and reported), never served
-    gpu: bool = False                         # reads per-GPU series (explain shows them and names dcgm-exporter)
+    layouts: tuple[str, ...] | None = None  # names of the layouts read for this metric; None = all
+    nonnegative: bool = True  # a negative sample is dropped (and reported), never served
+    gpu: bool = False  # reads per-GPU series (explain shows them and names dcgm-exporter)
 
     @property
     def window_seconds(self) -> int | None:
@@ -124,15 +124,15 @@ BOOST_METRIC = "llm_load_boost"
 class ForecastDef:
     """The forecast-boosted composite: ``<base>_boosted = base × clamp(peak forecast / current load, 1, max)``."""
 
-    base: str                      # the composite that gets boosted
-    load: MetricDef                # the workload's load (request rate), summed over its pods
+    base: str  # the composite that gets boosted
+    load: MetricDef  # the workload's load (request rate), summed over its pods
     step_s: float = 300.0
     history_points: int = 120
     horizon_steps: int = 6
     model: str = "ses"
     max_boost: float = 3.0
     forget_after_s: float = 3600.0
-    workloads: tuple[tuple[str, str], ...] = ()   # (namespace, deployment) always forecast
+    workloads: tuple[tuple[str, str], ...] = ()  # (namespace, deployment) always forecast
     # At most this many workloads are forecast at once: each costs one range query per step and two
     # /metrics series, and a workload is registered by a request, so the bound is what keeps a caller
     # naming many Deployments from growing either without limit. New workloads beyond it get boost 1.
@@ -151,7 +151,7 @@ class Catalog:
     composites: dict[str, CompositeDef]
     cache_ttl_seconds: float = 0.0
     forecast: ForecastDef | None = None
-    store: StoreConfig | None = StoreConfig()   # None: every request queries the backend (``store: false``)
+    store: StoreConfig | None = StoreConfig()  # None: every request queries the backend (``store: false``)
 
     def names(self) -> list[str]:
         return sorted([*self.metrics, *self.composites])
@@ -193,7 +193,7 @@ class Settings:
     kubeconfig: str | None = None
     query_timeout_s: float = 5.0
     max_upstream_concurrency: int = 32
-    forecast_tick_s: float = 5.0   # how often the background loop looks for workloads due a refit
+    forecast_tick_s: float = 5.0  # how often the background loop looks for workloads due a refit
     pod_cache_ttl_s: float = 10.0  # kube-state-metrics pod membership answers are reused this long
     backend_access: BackendAccess = field(default_factory=BackendAccess)  # TLS, credentials, headers, limits
 
@@ -237,14 +237,23 @@ def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> Me
     _require(objects in get_args(Combine), f"{where}.objects", f"{objects!r} is not one of {get_args(Combine)}")
     window = entry.get("window")
     if window is not None:
-        _require(isinstance(window, str) and bool(DURATION.match(window)), f"{where}.window",
-                 f"{window!r} is not a PromQL duration like 2m")
-    _require(("<<window>>" in query) == (window is not None), f"{where}.window",
-             "a query using <<window>> needs a window, and a window is only allowed when the query uses it")
+        _require(
+            isinstance(window, str) and bool(DURATION.match(window)),
+            f"{where}.window",
+            f"{window!r} is not a PromQL duration like 2m",
+        )
+    _require(
+        ("<<window>>" in query) == (window is not None),
+        f"{where}.window",
+        "a query using <<window>> needs a window, and a window is only allowed when the query uses it",
+    )
     layouts = entry.get("layouts")
     if layouts is not None:
-        _require(isinstance(layouts, list) and len(layouts) > 0 and all(isinstance(n, str) for n in layouts),
-                 f"{where}.layouts", "a non-empty list of layout names")
+        _require(
+            isinstance(layouts, list) and len(layouts) > 0 and all(isinstance(n, str) for n in layouts),
+            f"{where}.layouts",
+            "a non-empty list of layout names",
+        )
         for n in layouts:
             _require(n in layout_names, f"{where}.layouts", f"{n!r} is not a layout name; known: {list(layout_names)}")
         layouts = tuple(layouts)
@@ -252,9 +261,17 @@ def _parse_metric(name: str, raw: Any, layout_names: tuple[str, ...] = ()) -> Me
     _require(isinstance(nonnegative, bool), f"{where}.nonnegative", "true or false")
     gpu = entry.get("gpu", False)
     _require(isinstance(gpu, bool), f"{where}.gpu", "true or false")
-    return MetricDef(name=name, help=str(entry.get("help", "")), query=query, reduce=cast(Reduce, reduce),
-                     objects=cast(Combine, objects), window=window, layouts=layouts, nonnegative=nonnegative,
-                     gpu=gpu)
+    return MetricDef(
+        name=name,
+        help=str(entry.get("help", "")),
+        query=query,
+        reduce=cast(Reduce, reduce),
+        objects=cast(Combine, objects),
+        window=window,
+        layouts=layouts,
+        nonnegative=nonnegative,
+        gpu=gpu,
+    )
 
 
 def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> CompositeDef:
@@ -280,14 +297,15 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
         _require(target > 0, f"{tw}.target", "must be > 0")
         _require(0 <= idle < target, f"{tw}.idle", "must be >= 0 and below the target")
         when_missing = _str(t, "when_missing", tw, "omit_pod")
-        _require(when_missing in get_args(WhenMissing), f"{tw}.when_missing",
-                 f"{when_missing!r} is not one of {get_args(WhenMissing)}")
-        terms.append(Term(metric=metric, weight=weight, target=target, idle=idle,
-                          when_missing=when_missing))  # type: ignore[arg-type]
+        _require(
+            when_missing in get_args(WhenMissing),
+            f"{tw}.when_missing",
+            f"{when_missing!r} is not one of {get_args(WhenMissing)}",
+        )
+        terms.append(Term(metric=metric, weight=weight, target=target, idle=idle, when_missing=when_missing))  # type: ignore[arg-type]
     objects = _str(entry, "objects", where, "mean")
     _require(objects in get_args(Combine), f"{where}.objects", f"{objects!r} is not one of {get_args(Combine)}")
-    return CompositeDef(name=name, help=str(entry.get("help", "")), terms=tuple(terms),
-                        objects=objects)  # type: ignore[arg-type]
+    return CompositeDef(name=name, help=str(entry.get("help", "")), terms=tuple(terms), objects=objects)  # type: ignore[arg-type]
 
 
 def _parse_layout(i: int, raw: Any) -> Layout:
@@ -301,8 +319,11 @@ def _parse_layout(i: int, raw: Any) -> Layout:
     name = _str(entry, "name", where, pod)
     trust = []
     for label, rx in _mapping(entry.get("trust") or {}, f"{where}.trust").items():
-        _require(isinstance(label, str) and bool(LABEL_NAME.match(label)), f"{where}.trust",
-                 f"{label!r} is not a Prometheus label name")
+        _require(
+            isinstance(label, str) and bool(LABEL_NAME.match(label)),
+            f"{where}.trust",
+            f"{label!r} is not a Prometheus label name",
+        )
         _require(label not in (pod, ns), f"{where}.trust", f"{label!r} is this layout's own pod/namespace label")
         _require(isinstance(rx, str), f"{where}.trust.{label}", "a regex string")
         try:
@@ -318,14 +339,30 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
 
     where = "forecast"
     entry = _mapping(raw, where)
-    known = {"base", "load_query", "window", "step", "history_points", "horizon_steps", "model", "max_boost",
-             "forget_after", "workloads", "load_layouts", "max_workloads"}
+    known = {
+        "base",
+        "load_query",
+        "window",
+        "step",
+        "history_points",
+        "horizon_steps",
+        "model",
+        "max_boost",
+        "forget_after",
+        "workloads",
+        "load_layouts",
+        "max_workloads",
+    }
     unknown = set(entry) - known
     _require(not unknown, where, f"unknown keys {sorted(unknown)}")
     base = _str(entry, "base", where)
     _require(base in composites, f"{where}.base", f"{base!r} is not a composite of this catalog")
-    load_doc = {"query": _str(entry, "load_query", where), "window": entry.get("window"), "reduce": "sum",
-                "objects": "sum"}
+    load_doc = {
+        "query": _str(entry, "load_query", where),
+        "window": entry.get("window"),
+        "reduce": "sum",
+        "objects": "sum",
+    }
     if entry.get("load_layouts") is not None:
         load_doc["layouts"] = entry["load_layouts"]
     load = _parse_metric("forecast_load", load_doc, layout_names)
@@ -340,24 +377,38 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
     ints: dict[str, int] = {}
     for key, int_default, low in (("history_points", 120, 10), ("horizon_steps", 6, 1), ("max_workloads", 500, 1)):
         value = entry.get(key, int_default)
-        _require(isinstance(value, int) and not isinstance(value, bool) and value >= low, f"{where}.{key}",
-                 f"an integer >= {low}")
+        _require(
+            isinstance(value, int) and not isinstance(value, bool) and value >= low,
+            f"{where}.{key}",
+            f"an integer >= {low}",
+        )
         ints[key] = int(value)
     model = str(entry.get("model", "ses"))
-    _require(model == AUTO or model in MODELS, f"{where}.model",
-             f"{model!r} is not one of {sorted([*MODELS, AUTO])}")
+    _require(model == AUTO or model in MODELS, f"{where}.model", f"{model!r} is not one of {sorted([*MODELS, AUTO])}")
     max_boost = entry.get("max_boost", 3.0)
-    _require(isinstance(max_boost, (int, float)) and not isinstance(max_boost, bool) and max_boost >= 1,
-             f"{where}.max_boost", "a number >= 1")
+    _require(
+        isinstance(max_boost, (int, float)) and not isinstance(max_boost, bool) and max_boost >= 1,
+        f"{where}.max_boost",
+        "a number >= 1",
+    )
     workloads = []
     for i, w in enumerate(entry.get("workloads") or []):
         ww = _mapping(w, f"{where}.workloads[{i}]")
-        workloads.append((_str(ww, "namespace", f"{where}.workloads[{i}]"),
-                          _str(ww, "deployment", f"{where}.workloads[{i}]")))
-    return ForecastDef(base=base, load=load, step_s=durations["step"], history_points=ints["history_points"],
-                       horizon_steps=ints["horizon_steps"], model=model, max_boost=float(max_boost),
-                       forget_after_s=durations["forget_after"], workloads=tuple(workloads),
-                       max_workloads=ints["max_workloads"])
+        workloads.append(
+            (_str(ww, "namespace", f"{where}.workloads[{i}]"), _str(ww, "deployment", f"{where}.workloads[{i}]"))
+        )
+    return ForecastDef(
+        base=base,
+        load=load,
+        step_s=durations["step"],
+        history_points=ints["history_points"],
+        horizon_steps=ints["horizon_steps"],
+        model=model,
+        max_boost=float(max_boost),
+        forget_after_s=durations["forget_after"],
+        workloads=tuple(workloads),
+        max_workloads=ints["max_workloads"],
+    )
 
 
 def _parse_store(raw: Any) -> StoreConfig | None:
@@ -381,17 +432,20 @@ def _parse_store(raw: Any) -> StoreConfig | None:
     staleness = seconds.get("max_staleness", 2 * refresh)
     _require(staleness >= refresh, "store.max_staleness", "must be at least one refresh interval")
     max_keys = entry.get("max_keys", default.max_keys)
-    _require(isinstance(max_keys, int) and not isinstance(max_keys, bool) and max_keys >= 1, "store.max_keys",
-             "an integer >= 1")
-    return StoreConfig(refresh_s=refresh, max_staleness_s=staleness, max_keys=int(max_keys),
-                       idle_s=seconds.get("idle", default.idle_s))
+    _require(
+        isinstance(max_keys, int) and not isinstance(max_keys, bool) and max_keys >= 1,
+        "store.max_keys",
+        "an integer >= 1",
+    )
+    return StoreConfig(
+        refresh_s=refresh, max_staleness_s=staleness, max_keys=int(max_keys), idle_s=seconds.get("idle", default.idle_s)
+    )
 
 
 def parse_catalog(doc: Any) -> Catalog:
     """Validate a catalog document (the parsed YAML). Raises ConfigError naming the bad entry."""
     root = _mapping(doc, "catalog")
-    unknown = set(root) - {"layouts", "gpu_labels", "metrics", "composites", "cache_ttl_seconds", "forecast",
-                           "store"}
+    unknown = set(root) - {"layouts", "gpu_labels", "metrics", "composites", "cache_ttl_seconds", "forecast", "store"}
     _require(not unknown, "catalog", f"unknown keys {sorted(unknown)}")
     raw_layouts = root.get("layouts")
     _require(isinstance(raw_layouts, list) and len(raw_layouts) > 0, "layouts", "required, a non-empty list")
@@ -399,20 +453,30 @@ def parse_catalog(doc: Any) -> Catalog:
     layout_names = tuple(lay.name for lay in layouts)
     _require(len(set(layout_names)) == len(layout_names), "layouts", f"layout names repeat: {list(layout_names)}")
     gpu_labels = root.get("gpu_labels", [])
-    _require(isinstance(gpu_labels, list) and all(isinstance(g, str) and LABEL_NAME.match(g) for g in gpu_labels),
-             "gpu_labels", "a list of Prometheus label names")
+    _require(
+        isinstance(gpu_labels, list) and all(isinstance(g, str) and LABEL_NAME.match(g) for g in gpu_labels),
+        "gpu_labels",
+        "a list of Prometheus label names",
+    )
     raw_metrics = _mapping(root.get("metrics", {}), "metrics")
     metrics = {name: _parse_metric(str(name), raw, layout_names) for name, raw in raw_metrics.items()}
     raw_composites = _mapping(root.get("composites", {}) or {}, "composites")
     composites = {name: _parse_composite(str(name), raw, metrics) for name, raw in raw_composites.items()}
     _require(bool(metrics), "metrics", "the catalog serves no metric")
     ttl = root.get("cache_ttl_seconds", 0)
-    _require(isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0, "cache_ttl_seconds",
-             "a number >= 0")
+    _require(
+        isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0, "cache_ttl_seconds", "a number >= 0"
+    )
     forecast = _parse_forecast(root["forecast"], composites, layout_names) if root.get("forecast") else None
-    catalog = Catalog(layouts=tuple(layouts), gpu_labels=tuple(gpu_labels), metrics=metrics,
-                      composites=composites, cache_ttl_seconds=float(ttl), forecast=forecast,
-                      store=_parse_store(root.get("store", {})))
+    catalog = Catalog(
+        layouts=tuple(layouts),
+        gpu_labels=tuple(gpu_labels),
+        metrics=metrics,
+        composites=composites,
+        cache_ttl_seconds=float(ttl),
+        forecast=forecast,
+        store=_parse_store(root.get("store", {})),
+    )
     names = catalog.names()
     for extra in catalog.forecast_names():
         _require(extra not in names, "forecast", f"{extra!r} is also the name of a metric or composite")

@@ -78,13 +78,13 @@ class Fresh(Generic[V]):
 @dataclass(slots=True)
 class _Entry(Generic[V]):
     value: V | None = None
-    at: float = 0.0                 # evaluation time (wall clock) of ``value``
-    loaded: float = 0.0             # monotonic time the load of ``value`` started
-    due: float = 0.0                # monotonic time the next refresh is due
-    used: float = 0.0               # monotonic time of the last ``get``
-    refresh_s: float = 0.0          # how long the last successful load took
-    error: str = ""                 # the last refresh's failure, "" after a success
-    missing: set[Hashable] = field(default_factory=set)   # parts already asked for and found absent
+    at: float = 0.0  # evaluation time (wall clock) of ``value``
+    loaded: float = 0.0  # monotonic time the load of ``value`` started
+    due: float = 0.0  # monotonic time the next refresh is due
+    used: float = 0.0  # monotonic time of the last ``get``
+    refresh_s: float = 0.0  # how long the last successful load took
+    error: str = ""  # the last refresh's failure, "" after a success
+    missing: set[Hashable] = field(default_factory=set)  # parts already asked for and found absent
     flight: asyncio.Future[None] | None = None
 
 
@@ -92,13 +92,13 @@ class _Entry(Generic[V]):
 class StoreCounters:
     """What a store did since start-up (exported by observability.py)."""
 
-    hits: int = 0          # answered from memory
-    misses: int = 0        # first request for a key: a direct load
-    overflow: int = 0      # a new key past max_keys: a direct load, not registered
-    stale: int = 0         # refused: the value was older than max_staleness
-    refreshes: int = 0     # background loads that succeeded
-    failures: int = 0      # background loads that failed
-    dropped: int = 0       # keys dropped after idle_s
+    hits: int = 0  # answered from memory
+    misses: int = 0  # first request for a key: a direct load
+    overflow: int = 0  # a new key past max_keys: a direct load, not registered
+    stale: int = 0  # refused: the value was older than max_staleness
+    refreshes: int = 0  # background loads that succeeded
+    failures: int = 0  # background loads that failed
+    dropped: int = 0  # keys dropped after idle_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ class KeyState:
     """One key as observability and explain see it."""
 
     key: Hashable
-    age_s: float | None            # None: no value yet
+    age_s: float | None  # None: no value yet
     refresh_seconds: float
     error: str
 
@@ -114,8 +114,14 @@ class KeyState:
 class Store(Generic[K, V]):
     """Values of ``loader(key, at)`` per key, refreshed in the background (see the module docstring)."""
 
-    def __init__(self, name: str, loader: Callable[[K, float], Awaitable[V]], config: StoreConfig,
-                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        name: str,
+        loader: Callable[[K, float], Awaitable[V]],
+        config: StoreConfig,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.name = name
         self.loader = loader
         self.config = config
@@ -149,10 +155,10 @@ class Store(Generic[K, V]):
                 await self._load(key, entry)
             except BaseException:
                 if entry.value is None and self._entries.get(key) is entry:
-                    del self._entries[key]   # never loaded: the next request tries again directly
+                    del self._entries[key]  # never loaded: the next request tries again directly
                 raise
             self._schedule(key, entry)
-        elif entry.value is None:         # registered, its first load still in flight: share it
+        elif entry.value is None:  # registered, its first load still in flight: share it
             assert entry.flight is not None
             await asyncio.shield(entry.flight)
         entry.used = now
@@ -160,8 +166,10 @@ class Store(Generic[K, V]):
         if entry.value is None or age > self.config.max_staleness_s:
             self.counters.stale += 1
             why = f": {entry.error}" if entry.error else ""
-            raise UpstreamError(f"no fresh data for {self._describe(key)}: the newest is {age:.0f}s old, "
-                                f"older than the {self.config.max_staleness_s:g}s allowed{why}")
+            raise UpstreamError(
+                f"no fresh data for {self._describe(key)}: the newest is {age:.0f}s old, "
+                f"older than the {self.config.max_staleness_s:g}s allowed{why}"
+            )
         self.counters.hits += 1
         return Fresh(entry.value, entry.at, age)
 
@@ -176,7 +184,7 @@ class Store(Generic[K, V]):
         new = [a for a in absent if a not in entry.missing]
         if not new:
             return
-        if len(entry.missing) > _MAX_MISSING:   # bounded; forgetting only costs one more early refresh each
+        if len(entry.missing) > _MAX_MISSING:  # bounded; forgetting only costs one more early refresh each
             entry.missing.clear()
         entry.missing.update(new)
         entry.due = min(entry.due, self.monotonic())
@@ -190,8 +198,10 @@ class Store(Generic[K, V]):
 
     def keys(self) -> list[KeyState]:
         now = self.monotonic()
-        return [KeyState(k, None if e.value is None else now - e.loaded, e.refresh_s, e.error)
-                for k, e in self._entries.items()]
+        return [
+            KeyState(k, None if e.value is None else now - e.loaded, e.refresh_s, e.error)
+            for k, e in self._entries.items()
+        ]
 
     def has(self, key: K) -> bool:
         """True when ``key`` has a value (a ``get`` of it does not wait for the backend)."""
@@ -269,7 +279,7 @@ class Store(Generic[K, V]):
             self.counters.dropped += 1
         for key, entry in self._entries.items():
             if entry.due <= now and entry.flight is None and entry.value is not None:
-                entry.due = now + self.config.refresh_s   # the phase moves only if the loop itself ran late
+                entry.due = now + self.config.refresh_s  # the phase moves only if the loop itself ran late
                 task = asyncio.create_task(self._refresh(key, entry), name=f"store-{self.name}-refresh")
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
@@ -295,6 +305,6 @@ class Store(Generic[K, V]):
         for task in pending:
             try:
                 await task
-            except (asyncio.CancelledError, Exception):   # a load failing as it stops is no news
+            except (asyncio.CancelledError, Exception):  # a load failing as it stops is no news
                 pass
         self._running.clear()

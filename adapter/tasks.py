@@ -11,8 +11,14 @@ from collections.abc import Awaitable, Callable
 class BackgroundLoop:
     """Runs ``body`` every ``interval_s`` seconds (sooner when ``wake()`` is called) until ``stop()``."""
 
-    def __init__(self, name: str, body: Callable[[], Awaitable[None]], interval_s: float,
-                 on_failure: Callable[[], None] | None = None, log: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        body: Callable[[], Awaitable[None]],
+        interval_s: float,
+        on_failure: Callable[[], None] | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
         self.name = name
         self.body = body
         self.interval_s = interval_s

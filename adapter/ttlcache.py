@@ -40,12 +40,13 @@ class TtlCache(Generic[K, T]):
     answers served without a load of their own. ``clock`` is monotonic seconds (a parameter for tests).
     """
 
-    def __init__(self, ttl: Callable[[T], float], *, max_entries: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl: Callable[[T], float], *, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._ttl = ttl
         self._max = max_entries
         self._clock = clock
-        self._answers: dict[K, tuple[float, T]] = {}   # key -> (expires at, answer)
+        self._answers: dict[K, tuple[float, T]] = {}  # key -> (expires at, answer)
         self._in_flight: dict[K, asyncio.Future[T]] = {}
         self.shared = 0
 

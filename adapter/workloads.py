@@ -60,9 +60,9 @@ def key_for_pods(namespace: str, pods: Iterable[str]) -> WorkloadKey:
 class ForecastState:
     """The latest forecast of a workload. ``reason`` is "ok" or why the boost is 1."""
 
-    step_ts: float                 # end of the history the fit used (aligned to the step)
-    current: float                 # the latest finite load point (requests/s), NaN if none
-    forecast: np.ndarray | None    # horizon_steps values, or None when degraded
+    step_ts: float  # end of the history the fit used (aligned to the step)
+    current: float  # the latest finite load point (requests/s), NaN if none
+    forecast: np.ndarray | None  # horizon_steps values, or None when degraded
     model: str
     reason: str
     boost: float
@@ -85,8 +85,11 @@ def _at_served_horizon(model: Any, spec: ForecastDef) -> Any:
     """A model that tunes itself at a lead time (``horizon_s``, e.g. ``ses``) tunes at the one served,
     ``horizon_steps x step``, not at its built-in 30 min: the same with the default catalog (6 x 5 min), and
     still meaningful when the catalog's step is shorter (a compressed clock, a 1-minute step)."""
-    if (dataclasses.is_dataclass(model) and not isinstance(model, type)
-            and any(f.name == "horizon_s" for f in dataclasses.fields(model))):
+    if (
+        dataclasses.is_dataclass(model)
+        and not isinstance(model, type)
+        and any(f.name == "horizon_s" for f in dataclasses.fields(model))
+    ):
         return dataclasses.replace(model, horizon_s=spec.horizon_steps * spec.step_s)
     return model
 
@@ -100,20 +103,24 @@ def fit_history(values: np.ndarray, *, step_ts: float, spec: ForecastDef) -> For
     model_name = spec.model
     try:
         if spec.model == AUTO:
-            model_name = select_model(values, step_s=spec.step_s, start_ts=start_ts,
-                                      horizon_steps=spec.horizon_steps,
-                                      history_points=spec.history_points).name
+            model_name = select_model(
+                values,
+                step_s=spec.step_s,
+                start_ts=start_ts,
+                horizon_steps=spec.horizon_steps,
+                history_points=spec.history_points,
+            ).name
         model = _at_served_horizon(get_model(model_name), spec)
         forecast = model.fit(values, step_s=spec.step_s, start_ts=start_ts).forecast(spec.horizon_steps)
     except ForecastError as exc:
-        return ForecastState(step_ts, current, None, model_name, exc.reason, 1.0,
-                             time.perf_counter() - started)
+        return ForecastState(step_ts, current, None, model_name, exc.reason, 1.0, time.perf_counter() - started)
     except Exception as exc:  # a numerics library failing in a way we did not foresee: degrade, log
         log.warning("forecast fit failed with %s: %s", type(exc).__name__, exc)
         return ForecastState(step_ts, current, None, model_name, "fit_failed", 1.0, time.perf_counter() - started)
     boost, reason = boost_factor(current, forecast, spec.max_boost)
-    return ForecastState(step_ts, current, forecast if reason == "ok" else None, model_name, reason, boost,
-                         time.perf_counter() - started)
+    return ForecastState(
+        step_ts, current, forecast if reason == "ok" else None, model_name, reason, boost, time.perf_counter() - started
+    )
 
 
 def sum_over_pods(series_ts: list[tuple[tuple[float, ...], tuple[float, ...]]], grid: np.ndarray) -> np.ndarray:
@@ -136,8 +143,7 @@ class ForecastObserver(Protocol):
 
     def fitted(self, key: WorkloadKey, state: ForecastState) -> None: ...
 
-    def history_pulled(self, key: WorkloadKey, start_ts: float, step_s: float,
-                       values: np.ndarray) -> None: ...
+    def history_pulled(self, key: WorkloadKey, start_ts: float, step_s: float, values: np.ndarray) -> None: ...
 
     def failed(self, stage: str) -> None: ...
 
@@ -145,9 +151,16 @@ class ForecastObserver(Protocol):
 class ForecastService:
     """Keeps one ForecastState per known workload, refreshed once per step in the background."""
 
-    def __init__(self, spec: ForecastDef, catalog: Catalog, client: PromClient,
-                 clock: Callable[[], float] = time.time, executor: Executor | None = None,
-                 tick_s: float = 5.0, observer: ForecastObserver | None = None) -> None:
+    def __init__(
+        self,
+        spec: ForecastDef,
+        catalog: Catalog,
+        client: PromClient,
+        clock: Callable[[], float] = time.time,
+        executor: Executor | None = None,
+        tick_s: float = 5.0,
+        observer: ForecastObserver | None = None,
+    ) -> None:
         self.spec = spec
         self.catalog = catalog
         self.client = client
@@ -158,7 +171,7 @@ class ForecastService:
         self._workloads: dict[WorkloadKey, _Workload] = {}
         self._loop = BackgroundLoop("forecast-refresh", self.refresh_due, tick_s, self._loop_failed, log)
         self.observer = observer
-        self.refused = 0   # new workloads not registered because the cap was reached
+        self.refused = 0  # new workloads not registered because the cap was reached
         for ns, dep in spec.workloads:
             self._workloads[WorkloadKey(ns, (dep,))] = _Workload(last_seen=math.inf)
 
@@ -177,8 +190,13 @@ class ForecastService:
                 if len(self._workloads) >= self.spec.max_workloads:
                     self.refused += 1
                     if self.refused == 1 or self.refused % 1000 == 0:
-                        log.warning("forecast workloads at the cap (max_workloads=%d): %s not forecast "
-                                    "(boost 1); %d refused so far", self.spec.max_workloads, key, self.refused)
+                        log.warning(
+                            "forecast workloads at the cap (max_workloads=%d): %s not forecast "
+                            "(boost 1); %d refused so far",
+                            self.spec.max_workloads,
+                            key,
+                            self.refused,
+                        )
                     return False
             self._workloads[key] = _Workload(last_seen=self.clock())
             self._loop.wake()
@@ -244,14 +262,15 @@ class ForecastService:
                 log.warning("forecast history for %s unavailable: %s", key, exc.message)
                 return w.state
             if self.observer is not None:
-                self.observer.history_pulled(key, step_ts - (values.size - 1) * self.spec.step_s,
-                                             self.spec.step_s, values)
+                self.observer.history_pulled(
+                    key, step_ts - (values.size - 1) * self.spec.step_s, self.spec.step_s, values
+                )
             loop = asyncio.get_running_loop()
-            state = await loop.run_in_executor(self._executor,
-                                               lambda: fit_history(values, step_ts=step_ts, spec=self.spec))
+            state = await loop.run_in_executor(
+                self._executor, lambda: fit_history(values, step_ts=step_ts, spec=self.spec)
+            )
             if w.state is None or w.state.reason != state.reason:
-                log.info("forecast %s: model=%s reason=%s boost=%.3f", key, state.model, state.reason,
-                         state.boost)
+                log.info("forecast %s: model=%s reason=%s boost=%.3f", key, state.model, state.reason, state.boost)
             w.state = state
             if self.observer is not None:
                 self.observer.fitted(key, state)
@@ -267,8 +286,7 @@ class ForecastService:
     def _due(self) -> list[WorkloadKey]:
         step = self.current_step()
         self._drop_forgotten()
-        return [k for k, w in self._workloads.items()
-                if not w.fitting and (w.state is None or w.state.step_ts < step)]
+        return [k for k, w in self._workloads.items() if not w.fitting and (w.state is None or w.state.step_ts < step)]
 
     async def refresh_due(self) -> None:
         """Refit every workload whose forecast is older than the current step."""

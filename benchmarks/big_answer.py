@@ -129,8 +129,10 @@ def part2(series: int) -> None:
             time.sleep(0.3)
             stop.set()
             poller.join()
-            print(f"request: HTTP {r.status_code} in {took:.2f}s ({len(proxy.filler) / 1e6:.1f} MB filler); "
-                  f"/livez: {count} polls, worst {worst:.3f}s (liveness probe timeout: 3 s)")
+            print(
+                f"request: HTTP {r.status_code} in {took:.2f}s ({len(proxy.filler) / 1e6:.1f} MB filler); "
+                f"/livez: {count} polls, worst {worst:.3f}s (liveness probe timeout: 3 s)"
+            )
         finally:
             proc.stop()
     backend.close()

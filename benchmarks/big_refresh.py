@@ -42,11 +42,32 @@ def fleet(pods: int, now: float) -> list[Series]:
     out = []
     for i in range(pods):
         pod = f"w{i % 200}-5d8f7b9c6-{i:05d}"
-        out.append(Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": NS, "pod": pod, "container": "vllm",
-                           "gpu": "0", "UUID": f"GPU-{i:06d}", "Hostname": f"node-{i // 8}"},
-                          [(t, float(i % 100)) for t in ts]))
-        out.append(Series({"__name__": "kube_pod_labels", "namespace": NS, "pod": pod, "job": "kube-state-metrics",
-                           "label_app": f"w{i % 200}"}, [(t, 1.0) for t in ts]))
+        out.append(
+            Series(
+                {
+                    "__name__": "DCGM_FI_DEV_GPU_UTIL",
+                    "namespace": NS,
+                    "pod": pod,
+                    "container": "vllm",
+                    "gpu": "0",
+                    "UUID": f"GPU-{i:06d}",
+                    "Hostname": f"node-{i // 8}",
+                },
+                [(t, float(i % 100)) for t in ts],
+            )
+        )
+        out.append(
+            Series(
+                {
+                    "__name__": "kube_pod_labels",
+                    "namespace": NS,
+                    "pod": pod,
+                    "job": "kube-state-metrics",
+                    "label_app": f"w{i % 200}",
+                },
+                [(t, 1.0) for t in ts],
+            )
+        )
     return out
 
 
@@ -64,14 +85,19 @@ async def probe(url: str, seconds: float, every: float) -> list[float]:
 
 
 def store_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines()
-            if line.startswith(("llm_hpa_adapter_store_refresh_duration_seconds", "llm_hpa_adapter_store_events"))]
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith(("llm_hpa_adapter_store_refresh_duration_seconds", "llm_hpa_adapter_store_events"))
+    ]
 
 
 async def run(adapter: str, seconds: float) -> None:
     livez = f"{adapter}/livez"
-    metric = (f"{adapter}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NS}/pods/%2A/gpu_utilization_p90"
-              "?labelSelector=app%3Dw0")
+    metric = (
+        f"{adapter}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NS}/pods/%2A/gpu_utilization_p90"
+        "?labelSelector=app%3Dw0"
+    )
     quiet = await probe(livez, 5, 0.05)
     async with httpx.AsyncClient(timeout=60) as client:
         t = time.perf_counter()
@@ -81,12 +107,18 @@ async def run(adapter: str, seconds: float) -> None:
         items = len(first.json()["items"])
         loaded, served = await asyncio.gather(probe(livez, seconds, 0.05), probe(metric, seconds, 1.0))
         text = (await client.get(f"{adapter}/metrics")).text
-    print(f"| `/livez` before the key (baseline) | {len(quiet)} | {pct(quiet, 50):.1f} | {pct(quiet, 99):.1f} | "
-          f"{max(quiet):.0f} |")
-    print(f"| `/livez` while the namespace refreshes | {len(loaded)} | {pct(loaded, 50):.1f} | {pct(loaded, 99):.1f} | "
-          f"{max(loaded):.0f} |")
-    print(f"| metric request ({items} items; first, cold: {cold:.0f} ms) | {len(served)} | {pct(served, 50):.1f} | "
-          f"{pct(served, 99):.1f} | {max(served):.0f} |")
+    print(
+        f"| `/livez` before the key (baseline) | {len(quiet)} | {pct(quiet, 50):.1f} | {pct(quiet, 99):.1f} | "
+        f"{max(quiet):.0f} |"
+    )
+    print(
+        f"| `/livez` while the namespace refreshes | {len(loaded)} | {pct(loaded, 50):.1f} | {pct(loaded, 99):.1f} | "
+        f"{max(loaded):.0f} |"
+    )
+    print(
+        f"| metric request ({items} items; first, cold: {cold:.0f} ms) | {len(served)} | {pct(served, 50):.1f} | "
+        f"{pct(served, 99):.1f} | {max(served):.0f} |"
+    )
     print("\nstore after the run (the adapter's /metrics):")
     for line in store_lines(text):
         print("   ", line)
@@ -99,13 +131,16 @@ def main() -> int:
     ap.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
     args = ap.parse_args()
     backend = start_backend(args.backend)
-    adapter = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-big-")),
-                             extra_args=["--backend", args.backend])
+    adapter = AdapterProcess(
+        backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-big-")), extra_args=["--backend", args.backend]
+    )
     try:
         backend.load(fleet(args.pods, time.time()))
         adapter.start()
-        print(f"\n`python benchmarks/big_refresh.py {' '.join(sys.argv[1:])}` ({args.backend}, one namespace of "
-              f"{args.pods} pods × 1 GPU, {args.seconds:g} s)\n")
+        print(
+            f"\n`python benchmarks/big_refresh.py {' '.join(sys.argv[1:])}` ({args.backend}, one namespace of "
+            f"{args.pods} pods × 1 GPU, {args.seconds:g} s)\n"
+        )
         print("| probe | requests | p50 ms | p99 ms | max ms |")
         print("|---|---:|---:|---:|---:|")
         asyncio.run(run(adapter.url, args.seconds))

@@ -56,22 +56,38 @@ def _catalog_for(fleet: str, out: Path, base_path: Path | None) -> tuple[Path | 
     cap, service, _load, slo = FLEETS[fleet]
     base = load_catalog(base_path)
     terms = base.composites["llm_composite_load"].terms
-    cfg = FleetConfig(capacity_rps=cap, base_service_s=parse_duration(service),
-                      substep_s=min(0.5, parse_duration(service)))
+    cfg = FleetConfig(
+        capacity_rps=cap, base_service_s=parse_duration(service), substep_s=min(0.5, parse_duration(service))
+    )
     trace = load_trace(TRACE)
     demand = np.where(trace.good_mask, np.asarray(trace.rates, dtype=np.float64), np.nan)
-    cal = calibrate(simulated_history(cfg, terms, slo_s=parse_duration(slo), deployment_load=demand,
-                                      deployment_step_s=trace.step_s, latency_window_s=latency_window(base)),
-                    terms, slo_s=parse_duration(slo))
+    cal = calibrate(
+        simulated_history(
+            cfg,
+            terms,
+            slo_s=parse_duration(slo),
+            deployment_load=demand,
+            deployment_step_s=trace.step_s,
+            latency_window_s=latency_window(base),
+        ),
+        terms,
+        slo_s=parse_duration(slo),
+    )
     if cal.knee_rps is None:
         raise SystemExit(f"{fleet}: no knee: {cal.warnings}")
     if fleet == "reference":
         return base_path, cal.knee_rps
     doc = yaml.safe_load((base_path or REPO / "adapter" / "catalog.yaml").read_text())
     doc["composites"]["llm_composite_load"]["terms"] = [
-        {"metric": p.metric, "weight": p.weight, "target": round(p.target, 4), "idle": round(p.idle, 4),
-         **({"when_missing": "idle"} if p.metric == "inference_latency_p99_seconds" else {})}
-        for p in cal.terms]
+        {
+            "metric": p.metric,
+            "weight": p.weight,
+            "target": round(p.target, 4),
+            "idle": round(p.idle, 4),
+            **({"when_missing": "idle"} if p.metric == "inference_latency_p99_seconds" else {}),
+        }
+        for p in cal.terms
+    ]
     path = out / f"{fleet}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path, cal.knee_rps
@@ -81,8 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=float, default=3.0, help="simulated days per fleet (default 3; 14 = all)")
     parser.add_argument("--fleet", action="append", choices=sorted(FLEETS), help="default: every fleet")
-    parser.add_argument("--catalog", type=Path, default=None,
-                        help="base catalog (default: the embedded one); each fleet gets its calibrated composite")
+    parser.add_argument(
+        "--catalog",
+        type=Path,
+        default=None,
+        help="base catalog (default: the embedded one); each fleet gets its calibrated composite",
+    )
     parser.add_argument("--start", default="auto", help="simulate --start (default auto: after the warm-up)")
     args = parser.parse_args(argv)
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
@@ -92,9 +112,32 @@ def main(argv: list[str] | None = None) -> int:
             cap, service, load, slo = FLEETS[fleet]
             catalog, knee = _catalog_for(fleet, Path(tmp), args.catalog)
             out = Path(tmp) / f"{fleet}.json"
-            cmd = [sys.executable, "-m", "adapter", "simulate", "--trace", str(TRACE), "--hpa", str(HPA),
-                   "--pod-capacity", f"{cap:g}", "--service-time", service, "--load-time", load, "--slo-p99", slo,
-                   "--days", f"{args.days:g}", "--start", args.start, "--json", str(out), "--workers", "2"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "adapter",
+                "simulate",
+                "--trace",
+                str(TRACE),
+                "--hpa",
+                str(HPA),
+                "--pod-capacity",
+                f"{cap:g}",
+                "--service-time",
+                service,
+                "--load-time",
+                load,
+                "--slo-p99",
+                slo,
+                "--days",
+                f"{args.days:g}",
+                "--start",
+                args.start,
+                "--json",
+                str(out),
+                "--workers",
+                "2",
+            ]
             cmd += [x for p in POLICIES for x in ("--policy", p)]
             if catalog is not None:
                 cmd += ["--catalog", str(catalog)]
@@ -107,22 +150,31 @@ def main(argv: list[str] | None = None) -> int:
             minutes = round(doc["inputs"]["duration_s"] / 60)
             by = {p["policy"]: p for p in doc["policies"]}
             rows.append((fleet, cap, service, load, slo, knee, oracle, minutes, by))
-    print("\n| fleet | capacity | service | load time | SLO | knee | oracle GPU-h | policy | violation minutes | "
-          "GPU-hours | × oracle |")
+    print(
+        "\n| fleet | capacity | service | load time | SLO | knee | oracle GPU-h | policy | violation minutes | "
+        "GPU-hours | × oracle |"
+    )
     print("|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|")
     for fleet, cap, service, load, slo, knee, oracle, minutes, by in rows:
         for p in POLICIES:
             r = by[p]
             v = r["slo_violation_minutes"]
-            print(f"| {fleet} | {cap:g} | {service} | {load} | {slo} | {knee:.1f} | {oracle:,.0f} | {p} | "
-                  f"{v:,} ({100 * v / minutes:.1f} %) | {r['gpu_hours']:,.0f} | {r['gpu_hours'] / oracle:.2f} |")
+            print(
+                f"| {fleet} | {cap:g} | {service} | {load} | {slo} | {knee:.1f} | {oracle:,.0f} | {p} | "
+                f"{v:,} ({100 * v / minutes:.1f} %) | {r['gpu_hours']:,.0f} | {r['gpu_hours'] / oracle:.2f} |"
+            )
     print("\nboosted vs composite: violation minutes, GPU-hours")
     for fleet, *_rest, by in rows:
         b, c = by["boosted"], by["composite"]
-        fewer = (1 - b["slo_violation_minutes"] / c["slo_violation_minutes"]) if c["slo_violation_minutes"] else (
-            0.0 if b["slo_violation_minutes"] == 0 else -math.inf)
-        print(f"- {fleet}: {100 * fewer:+.0f} % fewer minutes, {100 * (b['gpu_hours'] / c['gpu_hours'] - 1):+.1f} % "
-              "GPU-hours")
+        fewer = (
+            (1 - b["slo_violation_minutes"] / c["slo_violation_minutes"])
+            if c["slo_violation_minutes"]
+            else (0.0 if b["slo_violation_minutes"] == 0 else -math.inf)
+        )
+        print(
+            f"- {fleet}: {100 * fewer:+.0f} % fewer minutes, {100 * (b['gpu_hours'] / c['gpu_hours'] - 1):+.1f} % "
+            "GPU-hours"
+        )
     return 0
 
 

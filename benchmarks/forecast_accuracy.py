@@ -42,8 +42,15 @@ def _pct(x: float | None, digits: int = 1) -> str:
 
 def _score(values: np.ndarray, step_s: float, model: str, train_fraction: float) -> dict[str, Any]:
     ts = step_s * np.arange(values.size)
-    return run_backtest(values, ts, step_s=step_s, horizon_steps=round(HORIZON_S / step_s), model=model,
-                        train_fraction=train_fraction, history_points=120)
+    return run_backtest(
+        values,
+        ts,
+        step_s=step_s,
+        horizon_steps=round(HORIZON_S / step_s),
+        model=model,
+        train_fraction=train_fraction,
+        history_points=120,
+    )
 
 
 def _table(title: str, values: np.ndarray, step_s: float, models: list[str], train_fraction: float) -> bool:
@@ -59,13 +66,17 @@ def _table(title: str, values: np.ndarray, step_s: float, models: list[str], tra
         print(f"  {title}: {m} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         base = r["baselines"]["persistence"]
         label = m + (" (default)" if m == DEFAULT_MODEL else "") + (" = ARIMA(5,1,0)" if m == "arima" else "")
-        print(f"| {label} | {_pct(r['wape'], 2)} | {_pct(r['under_forecast_rate'])} | {_pct(r['peak_recall'])} | "
-              f"{_pct(r['bias'])} |")
+        print(
+            f"| {label} | {_pct(r['wape'], 2)} | {_pct(r['under_forecast_rate'])} | {_pct(r['peak_recall'])} | "
+            f"{_pct(r['bias'])} |"
+        )
         if m == DEFAULT_MODEL:
             ok = r["wape"] < base["wape"] and r["under_forecast_rate"] < base["under_forecast_rate"]
     assert base is not None
-    print(f"| baseline: persistence | {_pct(base['wape'], 2)} | {_pct(base['under_forecast_rate'])} | "
-          f"{_pct(base['peak_recall'])} | {_pct(base['bias'])} |")
+    print(
+        f"| baseline: persistence | {_pct(base['wape'], 2)} | {_pct(base['under_forecast_rate'])} | "
+        f"{_pct(base['peak_recall'])} | {_pct(base['bias'])} |"
+    )
     return ok
 
 
@@ -82,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     series = load_csv(args.trace, time_col="window_start_s", value_col="rate_rps", gap_col="gap")
     v10 = np.asarray(series.values, dtype=np.float64)
     v5 = np.repeat(v10, 2)
-    models = [m for m in MODELS if m not in ("persistence",) and not (args.quick and m == "arima")
-              and (not args.model or m in args.model)]
+    models = [
+        m
+        for m in MODELS
+        if m not in ("persistence",) and not (args.quick and m == "arima") and (not args.model or m in args.model)
+    ]
     verdicts = {}
     week1_10, week1_5 = v10[: 7 * DAY], v5[: 14 * DAY]
     for label, values, step, frac in (
@@ -104,12 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     ar1 = 1000.0 * np.exp(x) * (1.0 + 0.1 * rng.normal(size=x.size))
     no_cycle = [m for m in models if m not in ("seasonal_naive",)]
     verdicts["shared trace without its daily profile"] = _table(
-        "shared trace with its daily profile divided out", flat, 600.0, no_cycle, 0.5)
+        "shared trace with its daily profile divided out", flat, 600.0, no_cycle, 0.5
+    )
     verdicts["log-AR(1), no cycle"] = _table("synthetic log-AR(1) level, no cycle", ar1, 600.0, no_cycle, 0.5)
     # Persistence is the optimal forecast of a random walk: the worst case for any margin.
     walk = 1000.0 * np.exp(np.cumsum(np.random.default_rng(2).normal(0.0, 0.03, size=v10.size)))
-    verdicts["random walk (persistence optimal)"] = _table("synthetic random walk, no cycle", walk, 600.0,
-                                                           no_cycle, 0.5)
+    verdicts["random walk (persistence optimal)"] = _table(
+        "synthetic random walk, no cycle", walk, 600.0, no_cycle, 0.5
+    )
     print(f"\ndefault model `{DEFAULT_MODEL}` beats persistence on WAPE and under-forecast rate:")
     for k, v in verdicts.items():
         print(f"- {k}: {'yes' if v else 'NO'}")

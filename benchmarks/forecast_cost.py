@@ -102,13 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{series.size} points at {STEP_S / 60:g} min; {args.samples} random windows per model; "
         f"forecast {HORIZON} steps; one core, one thread\n"
     )
-    print(
-        "| model | history points | median ms | p99 ms | mean ms | workloads / core / 5-min step | fit failures |"
-    )
+    print("| model | history points | median ms | p99 ms | mean ms | workloads / core / 5-min step | fit failures |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     rows = [
-        (name, *_time_model(name, series, ends), get_model(name).history_points(STEP_S, HISTORY))
-        for name in MODELS
+        (name, *_time_model(name, series, ends), get_model(name).history_points(STEP_S, HISTORY)) for name in MODELS
     ]
     auto_costs, auto_fail = _time_auto(series, ends)
     rows.append(("auto", auto_costs, auto_fail, -1))

@@ -53,12 +53,16 @@ def catalog_without_store() -> str:
 
 
 def upstream_queries(metrics_text: str) -> float:
-    return sum(float(line.split()[-1]) for line in metrics_text.splitlines()
-               if line.startswith("llm_hpa_adapter_upstream_queries_total{"))
+    return sum(
+        float(line.split()[-1])
+        for line in metrics_text.splitlines()
+        if line.startswith("llm_hpa_adapter_upstream_queries_total{")
+    )
 
 
-async def run(adapter_url: str, backend_url: str, kind: str, workloads: dict[str, list[str]], seconds: float,
-              period: float) -> dict[str, object]:
+async def run(
+    adapter_url: str, backend_url: str, kind: str, workloads: dict[str, list[str]], seconds: float, period: float
+) -> dict[str, object]:
     adapter_times: list[float] = []
     raw_times: list[float] = []
     cold: list[float] = []
@@ -72,13 +76,15 @@ async def run(adapter_url: str, backend_url: str, kind: str, workloads: dict[str
 
         async def hpa(i: int, app: str, pods: list[str]) -> None:
             nonlocal errors
-            url = (f"{adapter_url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NS}/pods/%2A/gpu_utilization_p90"
-                   f"?labelSelector=app%3D{app}")
+            url = (
+                f"{adapter_url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NS}/pods/%2A/gpu_utilization_p90"
+                f"?labelSelector=app%3D{app}"
+            )
             matchers = f"namespace={quote(NS)},pod=~{quote(any_of(pods))}"
             raw = f"quantile by (namespace, pod) (0.9, DCGM_FI_DEV_GPU_UTIL{{{matchers}}})"
             form = {"query": raw}
             if kind == "victoriametrics":
-                form["nocache"] = "1"   # what the adapter sends too: an answer computed now, not a cached one
+                form["nocache"] = "1"  # what the adapter sends too: an answer computed now, not a cached one
             due = started + i * period / len(workloads)
             first = True
             while True:
@@ -112,8 +118,14 @@ async def run(adapter_url: str, backend_url: str, kind: str, workloads: dict[str
         await asyncio.gather(probe(), *(hpa(i, app, pods) for i, (app, pods) in enumerate(workloads.items())))
         elapsed = time.monotonic() - started
         after = upstream_queries((await a.get(f"{adapter_url}/metrics")).text)
-    return {"adapter": adapter_times, "raw": raw_times, "cold": cold, "errors": errors, "livez": livez,
-            "queries_per_min": (after - before) * 60 / elapsed}
+    return {
+        "adapter": adapter_times,
+        "raw": raw_times,
+        "cold": cold,
+        "errors": errors,
+        "livez": livez,
+        "queries_per_min": (after - before) * 60 / elapsed,
+    }
 
 
 def main() -> int:
@@ -128,8 +140,11 @@ def main() -> int:
 
     backend = start_backend(args.backend)
     workloads = {f"w{w}": [f"w{w}-5d8f7b9c6-{i:05d}" for i in range(args.pods)] for w in range(args.hpas)}
-    specs = [PodSpec(pod, gpus=8, layout="honor", labels={"app": app}, deployment=app)
-             for app, pods in workloads.items() for pod in pods]
+    specs = [
+        PodSpec(pod, gpus=8, layout="honor", labels={"app": app}, deployment=app)
+        for app, pods in workloads.items()
+        for pod in pods
+    ]
     backend.load(build(NS, specs, time.time(), idle_gpus=0))
     extra = ["--backend", args.backend]
     if args.no_store:
@@ -146,15 +161,21 @@ def main() -> int:
     assert isinstance(a, list) and isinstance(r, list) and isinstance(c, list)
     livez = result["livez"]
     assert isinstance(livez, list)
-    print(f"\n`python benchmarks/hpa_like.py {' '.join(sys.argv[1:])}` ({args.backend}, {args.hpas} HPAs × "
-          f"{args.pods} pods × 8 GPUs, one poll per HPA per {args.period:g} s for {args.seconds:g} s, "
-          f"store {'off' if args.no_store else 'on'})\n")
-    print("| backend | steady polls | adapter p50 ms | adapter p99 ms | raw p50 ms | raw p99 ms | p50 ratio | "
-          "p99 ratio | cold first poll p50 ms | errors | adapter backend queries/min | /livez p50 / max ms |")
+    print(
+        f"\n`python benchmarks/hpa_like.py {' '.join(sys.argv[1:])}` ({args.backend}, {args.hpas} HPAs × "
+        f"{args.pods} pods × 8 GPUs, one poll per HPA per {args.period:g} s for {args.seconds:g} s, "
+        f"store {'off' if args.no_store else 'on'})\n"
+    )
+    print(
+        "| backend | steady polls | adapter p50 ms | adapter p99 ms | raw p50 ms | raw p99 ms | p50 ratio | "
+        "p99 ratio | cold first poll p50 ms | errors | adapter backend queries/min | /livez p50 / max ms |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    print(f"| {args.backend} | {len(a)} | {pct(a, 50):.1f} | {pct(a, 99):.1f} | {pct(r, 50):.1f} | "
-          f"{pct(r, 99):.1f} | {pct(a, 50) / pct(r, 50):.2f} | {pct(a, 99) / pct(r, 99):.2f} | {pct(c, 50):.1f} | "
-          f"{result['errors']} | {result['queries_per_min']:.0f} | {pct(livez, 50):.1f} / {max(livez):.0f} |")
+    print(
+        f"| {args.backend} | {len(a)} | {pct(a, 50):.1f} | {pct(a, 99):.1f} | {pct(r, 50):.1f} | "
+        f"{pct(r, 99):.1f} | {pct(a, 50) / pct(r, 50):.2f} | {pct(a, 99) / pct(r, 99):.2f} | {pct(c, 50):.1f} | "
+        f"{result['errors']} | {result['queries_per_min']:.0f} | {pct(livez, 50):.1f} / {max(livez):.0f} |"
+    )
     return 0
 
 

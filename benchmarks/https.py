@@ -35,9 +35,25 @@ from tests.support.fleet_data import PodSpec, build  # noqa: E402
 
 def serve(prom: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "adapter", "--log-level", "warning", "serve", "--prometheus-url",
-                             prom, "--bind", f"127.0.0.1:{port}", "--pod-source", "prometheus", *extra],
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "adapter",
+            "--log-level",
+            "warning",
+            "serve",
+            "--prometheus-url",
+            prom,
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--pod-source",
+            "prometheus",
+            *extra,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     return proc, port
 
 
@@ -73,16 +89,29 @@ def main() -> int:
     pods = [PodSpec(f"web-6f7d8c9b5-{i:05d}", gpus=8, layout="honor", labels={"app": "web"}) for i in range(args.pods)]
     backend.load(build("bench", pods, time.time(), idle_gpus=0))
     plain, pport = serve(backend.url, ["--insecure-plain-http"])
-    secure, sport = serve(backend.url, [
-        "--tls-cert-file", str(work / "tls.crt"), "--tls-private-key-file", str(work / "tls.key"),
-        "--requestheader-client-ca-file", str(work / "front-proxy-ca.crt"),
-        "--requestheader-allowed-names", "front-proxy-client", "--authentication-kubeconfig", str(kubeconfig),
-        "--authentication-skip-lookup"])
+    secure, sport = serve(
+        backend.url,
+        [
+            "--tls-cert-file",
+            str(work / "tls.crt"),
+            "--tls-private-key-file",
+            str(work / "tls.key"),
+            "--requestheader-client-ca-file",
+            str(work / "front-proxy-ca.crt"),
+            "--requestheader-allowed-names",
+            "front-proxy-client",
+            "--authentication-kubeconfig",
+            str(kubeconfig),
+            "--authentication-skip-lookup",
+        ],
+    )
     ctx = ssl.create_default_context(cafile=str(work / "ca.crt"))
     ctx.load_cert_chain(str(work / "front-proxy-client.crt"), str(work / "front-proxy-client.key"))
     path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/%2A/llm_composite_load?labelSelector=app%3Dweb"
-    headers = {"X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
-               "X-Remote-Group": "system:serviceaccounts"}
+    headers = {
+        "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+        "X-Remote-Group": "system:serviceaccounts",
+    }
     times: dict[str, list[float]] = {"plain HTTP": [], "HTTPS + front-proxy + SAR (cached)": []}
     try:
         with httpx.Client(timeout=30) as pc, httpx.Client(timeout=30, verify=ctx) as sc:
@@ -105,14 +134,18 @@ def main() -> int:
             p.wait(10)
         kube.close()
         backend.close()
-    print(f"\n`python benchmarks/https.py {' '.join(sys.argv[1:])}` ({args.pods} pods × 8 GPUs, llm_composite_load, "
-          f"one keep-alive connection each, sequential, alternating; answer cache 5 s as shipped)\n")
+    print(
+        f"\n`python benchmarks/https.py {' '.join(sys.argv[1:])}` ({args.pods} pods × 8 GPUs, llm_composite_load, "
+        f"one keep-alive connection each, sequential, alternating; answer cache 5 s as shipped)\n"
+    )
     print("| mode | requests/s (one connection) | p50 ms | p99 ms |")
     print("|---|---:|---:|---:|")
     for mode, t in times.items():
         ordered = sorted(t)
-        print(f"| {mode} | {1000 / statistics.mean(t):.0f} | {statistics.median(t):.2f} | "
-              f"{ordered[int(0.99 * (len(ordered) - 1))]:.2f} |")
+        print(
+            f"| {mode} | {1000 / statistics.mean(t):.0f} | {statistics.median(t):.2f} | "
+            f"{ordered[int(0.99 * (len(ordered) - 1))]:.2f} |"
+        )
     print(f"\nSubjectAccessReviews sent: {len(reviews)} for {args.requests + 50} HTTPS requests")
     return 0
 

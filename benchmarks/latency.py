@@ -51,21 +51,27 @@ def main() -> int:
     ap.add_argument("--pods", default="10,100,1000")
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
-    ap.add_argument("--cache-ttl", type=float, default=0.0,
-                    help="answer-cache TTL for the adapter (default 0: every request reaches the backend, "
-                         "the honest floor comparison; the shipped catalog uses 5)")
+    ap.add_argument(
+        "--cache-ttl",
+        type=float,
+        default=0.0,
+        help="answer-cache TTL for the adapter (default 0: every request reaches the backend, "
+        "the honest floor comparison; the shipped catalog uses 5)",
+    )
     args = ap.parse_args()
     sizes = [int(s) for s in args.pods.split(",")]
 
     backend = start_backend(args.backend)
     now = time.time()
     for n in sizes:
-        pods = [PodSpec(f"bench-5d8f7b9c6-{i:05d}", gpus=8, layout="honor", labels={"app": "bench"})
-                for i in range(n)]
+        pods = [PodSpec(f"bench-5d8f7b9c6-{i:05d}", gpus=8, layout="honor", labels={"app": "bench"}) for i in range(n)]
         backend.load(build(f"bench-{n}", pods, now, idle_gpus=0))
 
-    adapter = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")),
-                             extra_args=["--backend", args.backend, "--config", catalog_with_ttl(args.cache_ttl)])
+    adapter = AdapterProcess(
+        backend.url,
+        Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")),
+        extra_args=["--backend", args.backend, "--config", catalog_with_ttl(args.cache_ttl)],
+    )
     url = adapter.url
     rows = []
     try:
@@ -74,8 +80,10 @@ def main() -> int:
         for n in sizes:
             ns = f"bench-{n}"
             names = [f"bench-5d8f7b9c6-{i:05d}" for i in range(n)]
-            raw = (f"quantile by (namespace, pod) (0.9, DCGM_FI_DEV_GPU_UTIL{{namespace={quote(ns)},"
-                   f"pod=~{quote(any_of(names))}}})")
+            raw = (
+                f"quantile by (namespace, pod) (0.9, DCGM_FI_DEV_GPU_UTIL{{namespace={quote(ns)},"
+                f"pod=~{quote(any_of(names))}}})"
+            )
             adapter_url = f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/gpu_utilization_p90"
             form = {"query": raw}
             if args.backend == "victoriametrics":
@@ -92,17 +100,19 @@ def main() -> int:
                 if i >= 20:  # warm-up: connections, caches
                     a_times.append((t1 - t0) * 1000)
                     r_times.append((t2 - t1) * 1000)
-            rows.append((n, statistics.median(a_times), pct(a_times, 99), statistics.median(r_times),
-                         pct(r_times, 99)))
+            rows.append((n, statistics.median(a_times), pct(a_times, 99), statistics.median(r_times), pct(r_times, 99)))
     finally:
         adapter.stop()
         backend.close()
 
-    print(f"\n`{' '.join(['python', 'benchmarks/latency.py', *sys.argv[1:]])}` "
-          f"({args.backend}, {args.requests} requests per size, sequential, loopback, adapter answer cache "
-          f"{'off' if args.cache_ttl == 0 else f'{args.cache_ttl:g} s'}; pod membership cached 10 s)\n")
-    print("| pods × 8 GPUs | adapter p50 ms | adapter p99 ms | raw PromQL p50 ms | raw p99 ms | p50 ratio "
-          "| p99 ratio |")
+    print(
+        f"\n`{' '.join(['python', 'benchmarks/latency.py', *sys.argv[1:]])}` "
+        f"({args.backend}, {args.requests} requests per size, sequential, loopback, adapter answer cache "
+        f"{'off' if args.cache_ttl == 0 else f'{args.cache_ttl:g} s'}; pod membership cached 10 s)\n"
+    )
+    print(
+        "| pods × 8 GPUs | adapter p50 ms | adapter p99 ms | raw PromQL p50 ms | raw p99 ms | p50 ratio | p99 ratio |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n, ap50, ap99, rp50, rp99 in rows:
         print(f"| {n} | {ap50:.1f} | {ap99:.1f} | {rp50:.1f} | {rp99:.1f} | {ap50 / rp50:.2f} | {ap99 / rp99:.2f} |")

@@ -45,7 +45,7 @@ from tests.support.backends import Series, start_backend  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402
 
 METRICS = ("llm_composite_load_boosted", "gpu_utilization_p90", "inference_queue_depth")
-PERIOD_S = 15.0   # the HPA controller's default sync period
+PERIOD_S = 15.0  # the HPA controller's default sync period
 
 
 def rss_mib(pid: int) -> float:
@@ -66,8 +66,11 @@ _UNREAD = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_POWE
 
 def served_only(series: list[Series], now: float) -> list[Series]:
     """The series the served metrics read, over the last 5 minutes (the longest window they use)."""
-    return [Series(s.labels, [p for p in s.samples if p[0] >= now - 300]) for s in series
-            if s.labels["__name__"] not in _UNREAD]
+    return [
+        Series(s.labels, [p for p in s.samples if p[0] >= now - 300])
+        for s in series
+        if s.labels["__name__"] not in _UNREAD
+    ]
 
 
 def load_fleet(backend, workloads: int, per_workload: int, namespaces: int) -> list[list[str]]:
@@ -78,39 +81,57 @@ def load_fleet(backend, workloads: int, per_workload: int, namespaces: int) -> l
     for w in range(workloads):
         ns = f"load-{w % namespaces}"
         by_ns.setdefault(ns, []).extend(
-            PodSpec(f"w{w}-5d8f7b9c6-{i:05d}", gpus=8, layout="honor", labels={"app": f"w{w}"},
-                    deployment=f"w{w}") for i in range(per_workload))
-        hpas.append([f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/{m}?labelSelector=app%3Dw{w}"
-                     for m in METRICS])
+            PodSpec(f"w{w}-5d8f7b9c6-{i:05d}", gpus=8, layout="honor", labels={"app": f"w{w}"}, deployment=f"w{w}")
+            for i in range(per_workload)
+        )
+        hpas.append(
+            [
+                f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/{m}?labelSelector=app%3Dw{w}"
+                for m in METRICS
+            ]
+        )
     for ns, specs in by_ns.items():
         backend.load(served_only(build(ns, specs, now, idle_gpus=0), now))
     return hpas
 
 
-def run_wrk(url: str, paths: list[str], seconds: float, connections: int,
-            pace_ms: float | None = None) -> dict[str, str]:
+def run_wrk(
+    url: str, paths: list[str], seconds: float, connections: int, pace_ms: float | None = None
+) -> dict[str, str]:
     """wrk over ``paths``, its two threads each cycling through its own half of them; with ``pace_ms`` every
     connection waits that long between requests (wrk's Lua delay()): ``connections * 1000 / pace_ms`` req/s."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
-        fh.write("paths = {" + ",".join(f'"{p}"' for p in paths) + "}\n"
-                 "local n = 0\n"
-                 "setup = function(thread)\n  thread:set('tid', n)\n  n = n + 1\nend\n"
-                 "counter = 0\n"
-                 "request = function()\n"
-                 "  local half = math.floor(#paths / 2)\n"
-                 "  local i = (counter % half) + 1 + tid * half\n"
-                 "  counter = counter + 1\n"
-                 "  return wrk.format('GET', paths[i])\nend\n")
+        fh.write(
+            "paths = {" + ",".join(f'"{p}"' for p in paths) + "}\n"
+            "local n = 0\n"
+            "setup = function(thread)\n  thread:set('tid', n)\n  n = n + 1\nend\n"
+            "counter = 0\n"
+            "request = function()\n"
+            "  local half = math.floor(#paths / 2)\n"
+            "  local i = (counter % half) + 1 + tid * half\n"
+            "  counter = counter + 1\n"
+            "  return wrk.format('GET', paths[i])\nend\n"
+        )
         if pace_ms is not None:
             fh.write(f"delay = function()\n  return {pace_ms:.0f}\nend\n")
         script = fh.name
-    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", script, url],
-                         capture_output=True, text=True, timeout=seconds + 60).stdout
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", script, url],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+    ).stdout
     os.unlink(script)
     figures = {"raw": out}
-    for key, pattern in {"rps": r"Requests/sec:\s+([\d.]+)", "p50": r"\s50%\s+(\S+)", "p90": r"\s90%\s+(\S+)",
-                         "p99": r"\s99%\s+(\S+)", "requests": r"(\d+) requests in",
-                         "non2xx": r"Non-2xx or 3xx responses: (\d+)", "socket_errors": r"Socket errors: (.*)"}.items():
+    for key, pattern in {
+        "rps": r"Requests/sec:\s+([\d.]+)",
+        "p50": r"\s50%\s+(\S+)",
+        "p90": r"\s90%\s+(\S+)",
+        "p99": r"\s99%\s+(\S+)",
+        "requests": r"(\d+) requests in",
+        "non2xx": r"Non-2xx or 3xx responses: (\d+)",
+        "socket_errors": r"Socket errors: (.*)",
+    }.items():
         m = re.search(pattern, out)
         figures[key] = m.group(1) if m else "0"
     return figures
@@ -181,16 +202,25 @@ async def controller(url: str, hpas: list[list[str]], seconds: float, workers: i
         await queue.join()
         for t in tasks:
             t.cancel()
-    return {"p50": pct(times, 50), "p99": pct(times, 99), "late_p50": pct(late, 50), "late_p99": pct(late, 99),
-            "late_max": max(late), "errors": float(errors), "syncs": float(len(late))}
+    return {
+        "p50": pct(times, 50),
+        "p99": pct(times, 99),
+        "late_p50": pct(late, 50),
+        "late_p99": pct(late, 99),
+        "late_max": max(late),
+        "errors": float(errors),
+        "syncs": float(len(late)),
+    }
 
 
 async def burst(url: str, paths: list[str], n: int) -> tuple[float, float, int]:
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=n), timeout=60) as client:
+
         async def one(i: int) -> tuple[float, int]:
             t = time.perf_counter()
             r = await client.get(url + paths[i % len(paths)])
             return (time.perf_counter() - t) * 1000, r.status_code
+
         results = await asyncio.gather(*(one(i) for i in range(n)))
     times = sorted(t for t, _ in results)
     return statistics.median(times), times[int(0.99 * (len(times) - 1))], sum(1 for _, c in results if c != 200)
@@ -222,8 +252,11 @@ def main() -> int:
     try:
         t0 = time.monotonic()
         hpas = load_fleet(backend, args.workloads, args.pods_per_workload, args.namespaces)
-        print(f"loaded {args.workloads} workloads × {args.pods_per_workload} pods × 8 GPUs in "
-              f"{time.monotonic() - t0:.0f} s", flush=True)
+        print(
+            f"loaded {args.workloads} workloads × {args.pods_per_workload} pods × 8 GPUs in "
+            f"{time.monotonic() - t0:.0f} s",
+            flush=True,
+        )
         if args.hpas:
             rows = []
             for n in [int(s) for s in args.hpas.split(",")]:
@@ -236,12 +269,16 @@ def main() -> int:
                 finally:
                     adapter.stop()
             print(f"\n`python benchmarks/load.py {' '.join(sys.argv[1:])}`\n")
-            print("| HPAs (3 URLs each, every 15 s) | req/s | p50 / p99 | errors | backend queries/min: "
-                  "instant (store + pods) | range (forecast history) |")
+            print(
+                "| HPAs (3 URLs each, every 15 s) | req/s | p50 / p99 | errors | backend queries/min: "
+                "instant (store + pods) | range (forecast history) |"
+            )
             print("|---:|---:|---|---:|---:|---:|")
             for n, w, per_min in rows:
-                print(f"| {n} | {float(w['rps']):.0f} | {w['p50']} / {w['p99']} | {w['non2xx']} | "
-                      f"{per_min.get('/api/v1/query', 0):.0f} | {per_min.get('/api/v1/query_range', 0):.0f} |")
+                print(
+                    f"| {n} | {float(w['rps']):.0f} | {w['p50']} / {w['p99']} | {w['non2xx']} | "
+                    f"{per_min.get('/api/v1/query', 0):.0f} | {per_min.get('/api/v1/query_range', 0):.0f} |"
+                )
             return 0
         adapter = AdapterProcess(backend.url, tmp)
         adapter.start()
@@ -266,28 +303,40 @@ def main() -> int:
             adapter.stop()
     finally:
         backend.close()
-    print(f"\n`python benchmarks/load.py {' '.join(sys.argv[1:])}` ({args.workloads} HPAs, one per Deployment of "
-          f"{args.pods_per_workload} pods × 8 GPUs in {args.namespaces} namespaces; 3 URLs each every 15 s; one "
-          "adapter process, Prometheus, loopback)\n")
+    print(
+        f"\n`python benchmarks/load.py {' '.join(sys.argv[1:])}` ({args.workloads} HPAs, one per Deployment of "
+        f"{args.pods_per_workload} pods × 8 GPUs in {args.namespaces} namespaces; 3 URLs each every 15 s; one "
+        "adapter process, Prometheus, loopback)\n"
+    )
     print("| phase | req/s | p50 | p99 | errors | notes |")
     print("|---|---:|---:|---:|---:|---|")
     if storm is not None:
-        print(f"| start-up: first {args.settle:g} s after every HPA's first poll | {float(storm['rps']):.0f} | "
-              f"{storm['p50']} | {storm['p99']} | {storm['non2xx']} | paced as below; 1,000 forecasts fit meanwhile |")
+        print(
+            f"| start-up: first {args.settle:g} s after every HPA's first poll | {float(storm['rps']):.0f} | "
+            f"{storm['p50']} | {storm['p99']} | {storm['non2xx']} | paced as below; 1,000 forecasts fit meanwhile |"
+        )
     sock = "" if p["socket_errors"] == "0" else f", socket: {p['socket_errors']}"
-    print(f"| paced, {len(hpas)} HPAs | {float(p['rps']):.0f} | {p['p50']} | {p['p99']} | {p['non2xx']}{sock} | "
-          f"backend queries/min: {per_min.get('/api/v1/query', 0):.0f} instant (store + pods), "
-          f"{per_min.get('/api/v1/query_range', 0):.0f} range (forecast history) |")
-    print(f"| controller-like, 5 workers | {c['syncs'] * 3 / args.seconds:.0f} | {c['p50']:.1f}ms | {c['p99']:.1f}ms "
-          f"| {c['errors']:.0f} | sync start lateness p50 {c['late_p50'] * 1000:.0f} ms, "
-          f"p99 {c['late_p99'] * 1000:.0f} ms, max {c['late_max'] * 1000:.0f} ms over {c['syncs']:.0f} syncs |")
+    print(
+        f"| paced, {len(hpas)} HPAs | {float(p['rps']):.0f} | {p['p50']} | {p['p99']} | {p['non2xx']}{sock} | "
+        f"backend queries/min: {per_min.get('/api/v1/query', 0):.0f} instant (store + pods), "
+        f"{per_min.get('/api/v1/query_range', 0):.0f} range (forecast history) |"
+    )
+    print(
+        f"| controller-like, 5 workers | {c['syncs'] * 3 / args.seconds:.0f} | {c['p50']:.1f}ms | {c['p99']:.1f}ms "
+        f"| {c['errors']:.0f} | sync start lateness p50 {c['late_p50'] * 1000:.0f} ms, "
+        f"p99 {c['late_p99'] * 1000:.0f} ms, max {c['late_max'] * 1000:.0f} ms over {c['syncs']:.0f} syncs |"
+    )
     wsock = "" if w["socket_errors"] == "0" else f", socket: {w['socket_errors']}"
-    print(f"| capacity, wrk -c{args.connections} | {float(w['rps']):.0f} | {w['p50']} | {w['p99']} | "
-          f"{w['non2xx']}{wsock} | distinct URLs, flat out; `/livez` (an empty answer) in the same run: "
-          f"{float(floor['rps']):.0f} req/s |")
+    print(
+        f"| capacity, wrk -c{args.connections} | {float(w['rps']):.0f} | {w['p50']} | {w['p99']} | "
+        f"{w['non2xx']}{wsock} | distinct URLs, flat out; `/livez` (an empty answer) in the same run: "
+        f"{float(floor['rps']):.0f} req/s |"
+    )
     print(f"| burst of 200 concurrent | | {b50:.0f}ms | {b99:.0f}ms | {berr} | |")
-    print(f"\nRSS MiB: {rss0:.0f} at start, {rss1:.0f} after the paced phase, {rss2:.0f} after capacity, "
-          f"{rss3:.0f} after the burst")
+    print(
+        f"\nRSS MiB: {rss0:.0f} at start, {rss1:.0f} after the paced phase, {rss2:.0f} after capacity, "
+        f"{rss3:.0f} after the burst"
+    )
     return 0
 
 

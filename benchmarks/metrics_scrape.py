@@ -75,9 +75,7 @@ def fill_composites(obs: Observability, pods: int, workloads: int) -> None:
                 TermValue(t.metric, r, r / t.target, t.weight, t.weight * r / t.target)
                 for t, r in zip(terms, raw, strict=True)
             )
-            values[f"w-{w}-5d8f7b9c6-p{i:03d}"] = CompositeValue(
-                sum(p.contribution for p in parts), 0.0, parts, ()
-            )
+            values[f"w-{w}-5d8f7b9c6-p{i:03d}"] = CompositeValue(sum(p.contribution for p in parts), 0.0, parts, ())
         obs.composite_read(NS, "llm_composite_load", values, list(values))
 
 
@@ -160,9 +158,7 @@ def main() -> None:
     )
     for what in ("expose_ms", "scrape_ms"):
         xs = res[what]
-        label = (
-            "exposition (memory -> text)" if what == "expose_ms" else "GET /metrics (gzip) via the ASGI app"
-        )
+        label = "exposition (memory -> text)" if what == "expose_ms" else "GET /metrics (gzip) via the ASGI app"
         print(f"  {label:36s} p50 {statistics.median(xs):7.1f} ms   p99 {pct(xs, 99):7.1f} ms")
     print("  largest families: " + ", ".join(f"{n} {c}" for n, c in res["largest"]))
 

@@ -64,8 +64,9 @@ MIB = 1024 * 1024
 
 def start(kind: str, certs: str = "") -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, kind, str(port), certs], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, kind, str(port), certs], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     scheme = "https" if certs else "http"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -79,11 +80,15 @@ def start(kind: str, certs: str = "") -> tuple[subprocess.Popen[bytes], int]:
 
 
 def wrk(port: int, seconds: int) -> float:
-    out = subprocess.run(["wrk", "-t1", "-c16", f"-d{seconds}s", f"http://127.0.0.1:{port}/livez"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["wrk", "-t1", "-c16", f"-d{seconds}s", f"http://127.0.0.1:{port}/livez"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     assert m, out
-    if "Non-2xx" in out or "Socket errors" in out:   # only successful answers count
+    if "Non-2xx" in out or "Socket errors" in out:  # only successful answers count
         raise RuntimeError(f"errors under load on port {port}:\n{out}")
     return float(m.group(1))
 
@@ -166,8 +171,10 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(15)
-        print(f"{args.idle} TCP connections that never start TLS (guarded, HTTPS): RSS {before:.0f} -> {held:.0f} "
-              f"MiB ({(held - before) * 1024 / args.idle:.0f} KiB each), {after:.0f} MiB after they close\n")
+        print(
+            f"{args.idle} TCP connections that never start TLS (guarded, HTTPS): RSS {before:.0f} -> {held:.0f} "
+            f"MiB ({(held - before) * 1024 / args.idle:.0f} KiB each), {after:.0f} MiB after they close\n"
+        )
     servers = {kind: start(kind) for kind in KINDS}
     try:
         rates: dict[str, list[float]] = {k: [] for k in KINDS}

@@ -123,8 +123,16 @@ def main() -> int:
                     f"{'-' if x is None else f'{float(x):.2f}'} |",
                     flush=True,
                 )
-                cells.append({"trace": case.name, "capacity_rps": capacity, "load_time_s": list(load),
-                              "knee_rps": per_pod, "policy": run.policy, **s})
+                cells.append(
+                    {
+                        "trace": case.name,
+                        "capacity_rps": capacity,
+                        "load_time_s": list(load),
+                        "knee_rps": per_pod,
+                        "policy": run.policy,
+                        **s,
+                    }
+                )
     print(f"\nwall time {time.perf_counter() - started:.0f} s ({len(cells)} runs)")
     if args.json is not None:
         args.json.write_text(json.dumps(cells, indent=2) + "\n", encoding="utf-8")

@@ -36,7 +36,7 @@ def main() -> int:
     adapter = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-soak-")))
     adapter.start()
     url, pid = adapter.url, adapter.pid or 0
-    warm(url, hpas)   # every HPA's first poll: the store's keys are registered before the phases start
+    warm(url, hpas)  # every HPA's first poll: the store's keys are registered before the phases start
     phase_s = int(args.minutes * 60 / 3)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -62,15 +62,19 @@ def main() -> int:
         sampler.join()
         adapter.stop()
         backend.close()
-    print(f"\n`python benchmarks/soak.py {' '.join(sys.argv[1:])}` ({args.pods} pods × 8 GPUs, {args.workloads} "
-          f"workloads in {args.namespaces} namespaces, 3 URLs each, 200 req/s paced, backend restarted 5 s into "
-          "phases 2 and 3)\n")
+    print(
+        f"\n`python benchmarks/soak.py {' '.join(sys.argv[1:])}` ({args.pods} pods × 8 GPUs, {args.workloads} "
+        f"workloads in {args.namespaces} namespaces, 3 URLs each, 200 req/s paced, backend restarted 5 s into "
+        "phases 2 and 3)\n"
+    )
     print("| phase | requests | req/s | p50 | p99 | non-2xx | socket errors |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for i, f in enumerate(phases):
         label = "steady" if i == 0 else f"restart {i}"
-        print(f"| {i + 1} ({label}) | {f['requests']} | {float(f['rps']):.0f} | {f['p50']} | {f['p99']} | "
-              f"{f['non2xx']} | {f['socket_errors']} |")
+        print(
+            f"| {i + 1} ({label}) | {f['requests']} | {float(f['rps']):.0f} | {f['p50']} | {f['p99']} | "
+            f"{f['non2xx']} | {f['socket_errors']} |"
+        )
     print("\nRSS MiB over time: " + ", ".join(f"{t:.0f}s={r:.0f}" for t, r in samples))
     return 0
 

@@ -18,8 +18,9 @@ def s(value: float, **labels: str) -> Sample:
 
 
 def test_attribution_prefers_exported_labels_and_ignores_idle_gpus() -> None:
-    assert attribute({"exported_pod": "w", "exported_namespace": "llm", "pod": "dcgm-x",
-                      "namespace": "gpu-operator"}, LAYOUTS) == ("llm", "w")
+    assert attribute(
+        {"exported_pod": "w", "exported_namespace": "llm", "pod": "dcgm-x", "namespace": "gpu-operator"}, LAYOUTS
+    ) == ("llm", "w")
     # dcgm-exporter --use-old-namespace as scraped: the target labels name the exporter's own namespace.
     assert attribute({"pod_name": "w", "pod_namespace": "llm", "namespace": "gpu-operator"}, LAYOUTS) == ("llm", "w")
     assert attribute({"pod": "w", "namespace": "llm"}, LAYOUTS) == ("llm", "w")
@@ -42,8 +43,12 @@ def test_pods_outside_scope_are_dropped() -> None:
 
 
 def test_any_nonzero() -> None:
-    out = reduce_by_pod([s(0, pod="a", namespace="n", gpu="0"), s(43, pod="a", namespace="n", gpu="1"),
-                         s(0, pod="b", namespace="n")], LAYOUTS, "any_nonzero", "n")
+    out = reduce_by_pod(
+        [s(0, pod="a", namespace="n", gpu="0"), s(43, pod="a", namespace="n", gpu="1"), s(0, pod="b", namespace="n")],
+        LAYOUTS,
+        "any_nonzero",
+        "n",
+    )
     assert (out["a"].value, out["b"].value) == (1.0, 0.0)
 
 
@@ -51,9 +56,11 @@ def test_fuse_weights_are_never_rescaled_and_a_pod_missing_a_required_term_is_om
     """Issue 11 row 5: with the GPU series missing, the old rule re-weighted the composite over the terms left
     (0.99 -> 0.84 for every pod), a different metric under the same name. Now such a pod has no value."""
     terms = [Term("gpu", 0.4, 80), Term("queue", 0.3, 8), Term("lat", 0.3, 0.8, when_missing="idle")]
-    comps = {"gpu": {"a": PodValue(40, 1, 1), "b": PodValue(80, 1, 1), "c": PodValue(80, 1, 1)},
-             "queue": {"a": PodValue(8, 2, 1), "c": PodValue(4, 1, 1)},
-             "lat": {"a": PodValue(0.4, 3, 1)}}
+    comps = {
+        "gpu": {"a": PodValue(40, 1, 1), "b": PodValue(80, 1, 1), "c": PodValue(80, 1, 1)},
+        "queue": {"a": PodValue(8, 2, 1), "c": PodValue(4, 1, 1)},
+        "lat": {"a": PodValue(0.4, 3, 1)},
+    }
     out = fuse(terms, comps)
     assert math.isclose(out["a"].value, 0.4 * 0.5 + 0.3 * 1 + 0.3 * 0.5)
     assert out["a"].ts == 3 and out["a"].missing == ()
@@ -92,29 +99,38 @@ def test_combine() -> None:
 def test_untrusted_layouts_are_skipped_and_reported() -> None:
     """Issue 11 row 1: exported_*/pod_name labels count only from the dcgm-exporter's own targets."""
     forged = {"exported_pod": "victim", "exported_namespace": "llm", "pod": "attacker", "namespace": "evil"}
-    assert attribute(forged, LAYOUTS) == ("evil", "attacker")   # falls through to its own target labels
+    assert attribute(forged, LAYOUTS) == ("evil", "attacker")  # falls through to its own target labels
     assert attribute({"pod_name": "victim", "pod_namespace": "llm"}, LAYOUTS) is None
     rejected = Rejections()
-    out = reduce_by_pod([s(500, **forged), s(0, pod="victim", namespace="llm")], LAYOUTS, "sum", "llm",
-                        rejected=rejected)
+    out = reduce_by_pod(
+        [s(500, **forged), s(0, pod="victim", namespace="llm")], LAYOUTS, "sum", "llm", rejected=rejected
+    )
     assert out["victim"].value == 0 and out["victim"].series == 1
     assert rejected.counts == {"untrusted": 1} and "exported_pod='victim'" in rejected.notes[0]
 
 
 def test_negative_samples_are_dropped_for_nonnegative_metrics_and_reported() -> None:
-    samples = [s(-40, pod="a", namespace="n"), s(3, pod="b", namespace="n", engine="0"),
-               s(-1, pod="b", namespace="n", engine="1")]
+    samples = [
+        s(-40, pod="a", namespace="n"),
+        s(3, pod="b", namespace="n", engine="0"),
+        s(-1, pod="b", namespace="n", engine="1"),
+    ]
     rejected = Rejections()
     out = reduce_by_pod(samples, LAYOUTS, "sum", "n", nonnegative=True, rejected=rejected)
     assert "a" not in out and out["b"].value == 3
     assert rejected.counts == {"negative": 2}
-    assert reduce_by_pod(samples, LAYOUTS, "sum", "n")["a"].value == -40   # a metric that may be negative
+    assert reduce_by_pod(samples, LAYOUTS, "sum", "n")["a"].value == -40  # a metric that may be negative
 
 
 def test_a_pod_with_an_unservable_sample_is_omitted_alone() -> None:
-    samples = [s(1e25, pod="a", namespace="n"), s(2, pod="b", namespace="n"),
-               Sample({"pod": "c", "namespace": "n"}, math.nan, 1.0), Sample({"pod": "d", "namespace": "n"}, 1e20, 1.0),
-               s(9e15, pod="e", namespace="n"), s(9e15, pod="e", namespace="n", engine="1")]
+    samples = [
+        s(1e25, pod="a", namespace="n"),
+        s(2, pod="b", namespace="n"),
+        Sample({"pod": "c", "namespace": "n"}, math.nan, 1.0),
+        Sample({"pod": "d", "namespace": "n"}, 1e20, 1.0),
+        s(9e15, pod="e", namespace="n"),
+        s(9e15, pod="e", namespace="n", engine="1"),
+    ]
     rejected = Rejections()
     out = reduce_by_pod(samples, LAYOUTS, "sum", "n", rejected=rejected)
     assert set(out) == {"b"}

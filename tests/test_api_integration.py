@@ -18,8 +18,16 @@ from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend
 from tests.support.fleet_data import PodSpec, build, expected
 
-METRICS = ["gpu_utilization_p90", "gpu_memory_used_p90", "gpu_mem_copy_utilization_p90", "gpu_power_usage_p90",
-           "gpu_xid_errors", "inference_queue_depth", "inference_latency_p99_seconds", "llm_composite_load"]
+METRICS = [
+    "gpu_utilization_p90",
+    "gpu_memory_used_p90",
+    "gpu_mem_copy_utilization_p90",
+    "gpu_power_usage_p90",
+    "gpu_xid_errors",
+    "inference_queue_depth",
+    "inference_latency_p99_seconds",
+    "llm_composite_load",
+]
 VERSIONS = ["v1beta1", "v1beta2"]
 
 
@@ -27,12 +35,24 @@ def fleet() -> list[PodSpec]:
     app = {"app": "llama", "tier": "serve"}
     return [
         PodSpec("llama-5d8f7b9c6-aaaa1", gpus=1, layout="honor", labels=app, deployment="llama"),
-        PodSpec("llama-5d8f7b9c6-bbbb2", gpus=2, layout="honor", labels=app, hostname_label="hostname",
-                deployment="llama", engines=2),
-        PodSpec("llama-5d8f7b9c6-cccc8", gpus=8, layout="exported", labels=app, deployment="llama",
-                xid=[0, 0, 0, 43, 0, 0, 0, 0]),
-        PodSpec("llama-5d8f7b9c6-dddd2", gpus=2, layout="old", labels=app, deployment="llama",
-                with_latency=False),
+        PodSpec(
+            "llama-5d8f7b9c6-bbbb2",
+            gpus=2,
+            layout="honor",
+            labels=app,
+            hostname_label="hostname",
+            deployment="llama",
+            engines=2,
+        ),
+        PodSpec(
+            "llama-5d8f7b9c6-cccc8",
+            gpus=8,
+            layout="exported",
+            labels=app,
+            deployment="llama",
+            xid=[0, 0, 0, 43, 0, 0, 0, 0],
+        ),
+        PodSpec("llama-5d8f7b9c6-dddd2", gpus=2, layout="old", labels=app, deployment="llama", with_latency=False),
         PodSpec("other-7c9d8f6b5-eeee1", gpus=2, layout="honor", labels={"app": "other"}),
         PodSpec("llama-5d8f7b9c6-nogpu", gpus=0, layout="honor", labels=app, deployment="llama", with_gpu=False),
     ]
@@ -62,9 +82,11 @@ def test_pods_list_matches_numpy(scenario, version: str) -> None:
     url, ns, pods, now = scenario
     selected = [p for p in pods if p.labels.get("app") == "llama"]
     for metric in METRICS:
-        r = get(f"{url}/apis/custom.metrics.k8s.io/{version}/namespaces/{ns}/pods/%2A/{metric}",
-                params={"labelSelector": "app=llama"},
-                headers={"Accept": "application/vnd.kubernetes.protobuf, */*"})
+        r = get(
+            f"{url}/apis/custom.metrics.k8s.io/{version}/namespaces/{ns}/pods/%2A/{metric}",
+            params={"labelSelector": "app=llama"},
+            headers={"Accept": "application/vnd.kubernetes.protobuf, */*"},
+        )
         assert r.status_code == 200, (metric, r.text)
         assert r.headers["content-type"] == "application/json"
         doc = r.json()
@@ -88,8 +110,10 @@ def test_pods_list_matches_numpy(scenario, version: str) -> None:
 
 def test_literal_star_and_set_selector(scenario) -> None:
     url, ns, pods, _ = scenario
-    r = get(f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/*/gpu_utilization_p90",
-            params={"labelSelector": "app in (llama,other),tier!=serve"})
+    r = get(
+        f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/*/gpu_utilization_p90",
+        params={"labelSelector": "app in (llama,other),tier!=serve"},
+    )
     assert r.status_code == 200, r.text
     assert [i["describedObject"]["name"] for i in r.json()["items"]] == ["other-7c9d8f6b5-eeee1"]
 
@@ -105,8 +129,7 @@ def test_single_pod_deployment_and_namespace(scenario, version: str) -> None:
             r = get(f"{base}/pods/{pod.name}/{metric}")
             if want is None:
                 assert r.status_code == 404, (metric, pod.name)
-                assert r.json()["message"] == (f"the server could not find the metric {metric} "
-                                               f"for pods {pod.name}")
+                assert r.json()["message"] == (f"the server could not find the metric {metric} for pods {pod.name}")
                 continue
             assert r.status_code == 200, r.text
             (item,) = r.json()["items"]
@@ -120,8 +143,12 @@ def test_single_pod_deployment_and_namespace(scenario, version: str) -> None:
         r = get(f"{base}/deployments.apps/llama/{metric}")
         assert r.status_code == 200, r.text
         (item,) = r.json()["items"]
-        assert item["describedObject"] == {"kind": "Deployment", "namespace": ns, "name": "llama",
-                                           "apiVersion": "apps/v1"}
+        assert item["describedObject"] == {
+            "kind": "Deployment",
+            "namespace": ns,
+            "name": "llama",
+            "apiVersion": "apps/v1",
+        }
         assert _close(_value(item), combined([p for p in pods if p.deployment == "llama"])), metric
 
         r = get(f"{base}/metrics/{metric}")
@@ -143,18 +170,23 @@ def test_window_is_reported_for_rate_metrics(scenario) -> None:
 def test_metric_label_selector_filters_series_and_is_echoed(scenario) -> None:
     url, ns, pods, _ = scenario
     base = f"{url}/apis/custom.metrics.k8s.io"
-    r = get(f"{base}/v1beta2/namespaces/{ns}/pods/*/inference_queue_depth",
-            params={"labelSelector": "app=llama", "metricLabelSelector": "engine=1"})
+    r = get(
+        f"{base}/v1beta2/namespaces/{ns}/pods/*/inference_queue_depth",
+        params={"labelSelector": "app=llama", "metricLabelSelector": "engine=1"},
+    )
     assert r.status_code == 200, r.text
     items = r.json()["items"]
     two_engines = next(p for p in pods if p.engines == 2)
     assert [i["describedObject"]["name"] for i in items] == [two_engines.name]
     assert _close(_value(items[0]), two_engines.waiting[1])
     assert items[0]["metric"]["selector"] == {"matchLabels": {"engine": "1"}}
-    r = get(f"{base}/v1beta1/namespaces/{ns}/pods/*/inference_queue_depth",
-            params={"labelSelector": "app=llama", "metricLabelSelector": "engine in (1)"})
+    r = get(
+        f"{base}/v1beta1/namespaces/{ns}/pods/*/inference_queue_depth",
+        params={"labelSelector": "app=llama", "metricLabelSelector": "engine in (1)"},
+    )
     assert r.json()["items"][0]["selector"] == {
-        "matchExpressions": [{"key": "engine", "operator": "In", "values": ["1"]}]}
+        "matchExpressions": [{"key": "engine", "operator": "In", "values": ["1"]}]
+    }
 
 
 def test_unknown_deployment_and_empty_selection(scenario) -> None:

@@ -19,20 +19,29 @@ from tests.support.fleet_data import PodSpec, build, expected
 BASE = "/apis/custom.metrics.k8s.io/v1beta2/namespaces"
 
 
-def test_no_gpu_series_for_any_pod_is_a_503_and_no_latency_anywhere_is_served(prometheus: TestBackend,
-                                                                              unique_ns: str) -> None:
+def test_no_gpu_series_for_any_pod_is_a_503_and_no_latency_anywhere_is_served(
+    prometheus: TestBackend, unique_ns: str
+) -> None:
     app = {"app": "nogpu"}
-    pods = [PodSpec(f"nogpu-5d8f7b9c6-aaaa{i}", gpus=0, layout="honor", labels=app, deployment="nogpu",
-                    with_gpu=False) for i in range(2)]
+    pods = [
+        PodSpec(f"nogpu-5d8f7b9c6-aaaa{i}", gpus=0, layout="honor", labels=app, deployment="nogpu", with_gpu=False)
+        for i in range(2)
+    ]
     quiet = {"app": "quiet"}
-    pods += [PodSpec(f"quiet-5d8f7b9c6-bbbb{i}", gpus=1, layout="honor", labels=quiet, deployment="quiet",
-                     with_latency=False) for i in range(2)]
+    pods += [
+        PodSpec(
+            f"quiet-5d8f7b9c6-bbbb{i}", gpus=1, layout="honor", labels=quiet, deployment="quiet", with_latency=False
+        )
+        for i in range(2)
+    ]
     now = float(int(time.time()) - 30)
     prometheus.load(build(unique_ns, pods, now))
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")
     with running_adapter(settings, clock=lambda: now) as url:
-        for path, params in ((f"{BASE}/{unique_ns}/pods/*/llm_composite_load", {"labelSelector": "app=nogpu"}),
-                             (f"{BASE}/{unique_ns}/deployments.apps/nogpu/llm_composite_load", {})):
+        for path, params in (
+            (f"{BASE}/{unique_ns}/pods/*/llm_composite_load", {"labelSelector": "app=nogpu"}),
+            (f"{BASE}/{unique_ns}/deployments.apps/nogpu/llm_composite_load", {}),
+        ):
             r = get(f"{url}{path}", params=params)
             assert r.status_code == 503, r.text
             status = r.json()

@@ -48,8 +48,12 @@ def test_selector_and_deployment_pods_come_from_the_watch(prometheus: TestBacken
             kube.put_pod(unique_ns, extra.name, {"app": "llama"})
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                names = {i["describedObject"]["name"] for i in httpx.get(
-                    f"{base}/pods/*/gpu_utilization_p90", params={"labelSelector": "app=llama"}).json()["items"]}
+                names = {
+                    i["describedObject"]["name"]
+                    for i in httpx.get(
+                        f"{base}/pods/*/gpu_utilization_p90", params={"labelSelector": "app=llama"}
+                    ).json()["items"]
+                }
                 if extra.name in names:
                     break
                 time.sleep(0.2)

@@ -37,14 +37,35 @@ def test_a_command_that_fails_to_import_fails_loudly(monkeypatch: pytest.MonkeyP
         cli.build_parser()
 
 
-def test_plot_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_plot_without_matplotlib_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     csv = tmp_path / "load.csv"
     csv.write_text("ts,rps\n" + "".join(f"{1_700_000_000 + 600 * i},{50 + 10 * i}\n" for i in range(6)))
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # what `import matplotlib` meets when it is absent
-    rc = cli.main(["simulate", "--trace", str(csv), "--time-col", "ts", "--value-col", "rps", "--hpa",
-                   str(HPA_FILE), "--policy", "gpu", "--peak-pods", "4", "--duration", "1h",
-                   "--json", str(tmp_path / "sim.json"), "--plot", str(tmp_path / "sim.png")])
+    rc = cli.main(
+        [
+            "simulate",
+            "--trace",
+            str(csv),
+            "--time-col",
+            "ts",
+            "--value-col",
+            "rps",
+            "--hpa",
+            str(HPA_FILE),
+            "--policy",
+            "gpu",
+            "--peak-pods",
+            "4",
+            "--duration",
+            "1h",
+            "--json",
+            str(tmp_path / "sim.json"),
+            "--plot",
+            str(tmp_path / "sim.png"),
+        ]
+    )
     assert rc == 2
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == "error: this option needs matplotlib: pip install 'llm-hpa-adapter[plot]'"
@@ -62,13 +83,15 @@ def test_matplotlib_is_the_plot_extra_not_a_serving_dependency() -> None:
 
 
 def test_serving_never_imports_matplotlib() -> None:
-    code = ("import sys\n"
-            "from adapter.__main__ import build_parser\n"
-            "from adapter.app import create_app\n"
-            "from adapter.server import make_server\n"
-            "from adapter.settings import Settings\n"
-            "build_parser().parse_args(['serve', '--prometheus-url', 'http://127.0.0.1:9'])\n"
-            "create_app(Settings(prometheus_url='http://127.0.0.1:9'))\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'statsmodels')))\n")
+    code = (
+        "import sys\n"
+        "from adapter.__main__ import build_parser\n"
+        "from adapter.app import create_app\n"
+        "from adapter.server import make_server\n"
+        "from adapter.settings import Settings\n"
+        "build_parser().parse_args(['serve', '--prometheus-url', 'http://127.0.0.1:9'])\n"
+        "create_app(Settings(prometheus_url='http://127.0.0.1:9'))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'statsmodels')))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120)
     assert out.stdout == "[]\n"

@@ -27,38 +27,61 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
     (comp,) = cat.composites.values()
     # The mission's inputs and weights; targets as `calibrate --simulate` proposes for the reference fleet.
     assert [(t.metric, t.weight, t.target, t.idle, t.when_missing) for t in comp.terms] == [
-        ("gpu_utilization_p90", 0.4, 95.95, 0.0, "omit_pod"), ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
-        ("inference_latency_p99_seconds", 0.3, 0.4452, 0.2567, "idle")]
+        ("gpu_utilization_p90", 0.4, 95.95, 0.0, "omit_pod"),
+        ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
+        ("inference_latency_p99_seconds", 0.3, 0.4452, 0.2567, "idle"),
+    ]
     assert cat.metrics["gpu_utilization_p90"].query.startswith("quantile by (<<by>>) (0.9, DCGM_FI_DEV_GPU_UTIL")
     assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
 
 
-@pytest.mark.parametrize("path,value,needle", [
-    (["metrics", "gpu_utilization_p90", "reduce"], "median", "metrics.gpu_utilization_p90.reduce"),
-    (["metrics", "gpu_utilization_p90", "query"], "DCGM_FI_DEV_GPU_UTIL", "metrics.gpu_utilization_p90.query"),
-    (["metrics", "inference_latency_p99_seconds", "window"], "2 minutes", "inference_latency_p99_seconds.window"),
-    (["metrics", "inference_queue_depth", "objects"], "median", "metrics.inference_queue_depth.objects"),
-    (["metrics", "inference_queue_depth", "query"], "x{<<matchers>>} <<oops>>", "unknown placeholder <<oops>>"),
-    (["composites", "llm_composite_load", "terms"], [{"metric": "nope", "weight": 1, "target": 1}],
-     "composites.llm_composite_load.terms[0].metric"),
-    (["composites", "llm_composite_load", "terms"], [{"metric": "inference_queue_depth", "weight": 1, "target": 0}],
-     "terms[0].target"),
-    (["composites", "llm_composite_load", "terms"],
-     [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "idle": 1}], "terms[0].idle"),
-    (["composites", "llm_composite_load", "terms"],
-     [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "when_missing": "zero"}],
-     "terms[0].when_missing"),
-    (["composites", "llm_composite_load", "terms"],
-     [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "floor": 0}], "terms[0]"),
-    (["layouts"], [{"pod": "bad-label", "namespace": "namespace"}], "layouts[0]"),
-    (["cache_ttl_seconds"], -1, "cache_ttl_seconds"),
-    (["layouts"], [{"pod": "pod", "namespace": "namespace", "trust": {"job": "(unclosed"}}], "layouts[0].trust.job"),
-    (["layouts"], [{"pod": "pod", "namespace": "namespace", "trust": {"pod": "x"}}], "layouts[0].trust"),
-    (["metrics", "inference_queue_depth", "layouts"], ["nope"], "metrics.inference_queue_depth.layouts"),
-    (["metrics", "inference_queue_depth", "nonnegative"], "yes", "metrics.inference_queue_depth.nonnegative"),
-    (["forecast", "max_workloads"], 0, "forecast.max_workloads"),
-    (["forecast", "load_layouts"], ["nope"], "metrics.forecast_load.layouts"),
-])
+@pytest.mark.parametrize(
+    "path,value,needle",
+    [
+        (["metrics", "gpu_utilization_p90", "reduce"], "median", "metrics.gpu_utilization_p90.reduce"),
+        (["metrics", "gpu_utilization_p90", "query"], "DCGM_FI_DEV_GPU_UTIL", "metrics.gpu_utilization_p90.query"),
+        (["metrics", "inference_latency_p99_seconds", "window"], "2 minutes", "inference_latency_p99_seconds.window"),
+        (["metrics", "inference_queue_depth", "objects"], "median", "metrics.inference_queue_depth.objects"),
+        (["metrics", "inference_queue_depth", "query"], "x{<<matchers>>} <<oops>>", "unknown placeholder <<oops>>"),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "nope", "weight": 1, "target": 1}],
+            "composites.llm_composite_load.terms[0].metric",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 0}],
+            "terms[0].target",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "idle": 1}],
+            "terms[0].idle",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "when_missing": "zero"}],
+            "terms[0].when_missing",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "floor": 0}],
+            "terms[0]",
+        ),
+        (["layouts"], [{"pod": "bad-label", "namespace": "namespace"}], "layouts[0]"),
+        (["cache_ttl_seconds"], -1, "cache_ttl_seconds"),
+        (
+            ["layouts"],
+            [{"pod": "pod", "namespace": "namespace", "trust": {"job": "(unclosed"}}],
+            "layouts[0].trust.job",
+        ),
+        (["layouts"], [{"pod": "pod", "namespace": "namespace", "trust": {"pod": "x"}}], "layouts[0].trust"),
+        (["metrics", "inference_queue_depth", "layouts"], ["nope"], "metrics.inference_queue_depth.layouts"),
+        (["metrics", "inference_queue_depth", "nonnegative"], "yes", "metrics.inference_queue_depth.nonnegative"),
+        (["forecast", "max_workloads"], 0, "forecast.max_workloads"),
+        (["forecast", "load_layouts"], ["nope"], "metrics.forecast_load.layouts"),
+    ],
+)
 def test_bad_entries_are_named(path: list[str], value: object, needle: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_catalog(broken(path, value))
@@ -86,11 +109,14 @@ def test_default_trust_model() -> None:
     by_name = {lay.name: lay for lay in cat.layouts}
     assert by_name["dcgm_exported"].trusts({"namespace": "gpu-operator"})
     assert not by_name["dcgm_exported"].trusts({"namespace": "evil"})
-    assert not by_name["dcgm_exported"].trusts({"namespace": "gpu-operator-evil"})   # anchored
+    assert not by_name["dcgm_exported"].trusts({"namespace": "gpu-operator-evil"})  # anchored
     assert by_name["target"].trusts({})
     assert [lay.name for lay in cat.layouts_for(cat.metrics["inference_queue_depth"])] == ["target"]
     assert [lay.name for lay in cat.layouts_for(cat.metrics["gpu_utilization_p90"])] == [
-        "dcgm_exported", "dcgm_old", "target"]
+        "dcgm_exported",
+        "dcgm_old",
+        "target",
+    ]
     assert cat.forecast is not None and cat.forecast.load.layouts == ("target",) and cat.forecast.max_workloads == 500
 
 
@@ -113,8 +139,12 @@ def test_one_duration_rule_for_the_catalog_and_the_command_line() -> None:
 def test_gpu_marks_a_metric_read_from_per_gpu_series() -> None:
     catalog = parse_catalog(copy.deepcopy(DEFAULT))
     assert {n for n, m in catalog.metrics.items() if m.gpu} == {
-        "gpu_utilization_p90", "gpu_memory_used_p90", "gpu_mem_copy_utilization_p90", "gpu_power_usage_p90",
-        "gpu_xid_errors"}
+        "gpu_utilization_p90",
+        "gpu_memory_used_p90",
+        "gpu_mem_copy_utilization_p90",
+        "gpu_power_usage_p90",
+        "gpu_xid_errors",
+    }
     doc = copy.deepcopy(DEFAULT)
     doc["metrics"]["inference_queue_depth"]["gpu"] = "yes"
     with pytest.raises(ConfigError, match=r"metrics\.inference_queue_depth\.gpu"):

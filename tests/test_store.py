@@ -39,8 +39,10 @@ APP = parse_selector("app=web")
 
 def fleet(namespace: str, n: int = 6) -> list[PodSpec]:
     layouts = ("honor", "exported", "old")
-    return [PodSpec(f"web-6f7d8c9b5-p{i}", gpus=2 + i % 3, layout=layouts[i % 3], labels={"app": "web"},
-                    deployment="web") for i in range(n)]
+    return [
+        PodSpec(f"web-6f7d8c9b5-p{i}", gpus=2 + i % 3, layout=layouts[i % 3], labels={"app": "web"}, deployment="web")
+        for i in range(n)
+    ]
 
 
 @asynccontextmanager
@@ -64,8 +66,9 @@ def by_pod(samples: list[Any]) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("metric", ["gpu_utilization_p90", "inference_queue_depth", "llm_composite_load"])
-def test_served_values_equal_a_direct_computation_at_the_same_time(backend: TestBackend, unique_ns: str,
-                                                                   metric: str) -> None:
+def test_served_values_equal_a_direct_computation_at_the_same_time(
+    backend: TestBackend, unique_ns: str, metric: str
+) -> None:
     pods = fleet(unique_ns)
     backend.load(build(unique_ns, pods, float(int(time.time()) - 30)))
 
@@ -89,15 +92,18 @@ def test_served_values_equal_a_direct_computation_at_the_same_time(backend: Test
             else:
                 want = direct[metric]
             assert served and served == want
-            if metric != "llm_composite_load":   # and against the fleet's own numbers, independently
+            if metric != "llm_composite_load":  # and against the fleet's own numbers, independently
                 for p in pods:
                     want = expected(p, metric)
                     assert (p.name in served) == (want is not None)
                     if want is not None:
                         assert math.isclose(served[p.name], want, rel_tol=1e-9, abs_tol=1e-9)
             # The Deployment's value is the catalog's combination of the same per-pod values.
-            obj = await provider.get_metric_by_name(ObjectRef("Deployment", "apps/v1", "web", unique_ns),
-                                                    MetricInfo("deployments.apps", metric, True), EVERYTHING)
+            obj = await provider.get_metric_by_name(
+                ObjectRef("Deployment", "apps/v1", "web", unique_ns),
+                MetricInfo("deployments.apps", metric, True),
+                EVERYTHING,
+            )
             rule = provider._combine_rule(metric)
             assert math.isclose(obj.value, combine(list(served.values()), rule), rel_tol=1e-12)
 
@@ -121,24 +127,27 @@ def test_a_composite_fused_at_refresh_equals_a_direct_computation(prometheus: Te
             names = provider._names(metric)
             keys = [(unique_ns, n, EVERYTHING) for n in names]
             before = [provider.store.peek(k) for k in keys]
-            for _ in range(100):   # every term refreshed at least once since the first poll
+            for _ in range(100):  # every term refreshed at least once since the first poll
                 await asyncio.sleep(0.1)
                 now = [provider.store.peek(k) for k in keys]
-                if all(a is not None and b is not None and a.value is not b.value
-                       for a, b in zip(before, now, strict=True)):
+                if all(
+                    a is not None and b is not None and a.value is not b.value for a, b in zip(before, now, strict=True)
+                ):
                     break
             fused = provider._fused.get((unique_ns, metric, EVERYTHING))
             assert fused is not None, "no term refresh fused the composite"
             samples = await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING)
             fresh = [provider.store.peek(k) for k in keys]
-            assert all(f is not None and f.value is s for f, s in zip(fresh, fused.sources, strict=True)), \
+            assert all(f is not None and f.value is s for f, s in zip(fresh, fused.sources, strict=True)), (
                 "a term refreshed in between: the poll could not use the fused values"
+            )
             scope = Scope(unique_ns, tuple(sorted(first)))
             per_term = {}
             for n, f in zip(names, fresh, strict=True):
                 assert f is not None
-                per_term[n] = {p: PodValue(pv.value, 0.0, 1)
-                               for p, pv in (await provider.read(n, scope, at=f.at)).values.items()}
+                per_term[n] = {
+                    p: PodValue(pv.value, 0.0, 1) for p, pv in (await provider.read(n, scope, at=f.at)).values.items()
+                }
             want = {p: cv.value for p, cv in fuse(provider.catalog.composites[metric].terms, per_term).items()}
             assert by_pod(samples) == want and set(want) == set(first)
             # and the Quantity the wire shows is the value's
@@ -159,9 +168,8 @@ def test_idle_keys_are_dropped_and_keys_are_capped(prometheus: TestBackend, uniq
         async with provider_for(prometheus, config) as provider:
             store = provider.store
             assert store is not None
-            answers = [by_pod(await provider.get_metric_by_selector(ns, APP, info, EVERYTHING))
-                       for ns in namespaces]
-            assert [bool(a) for a in answers] == [True, True, True]   # the third answered, directly
+            answers = [by_pod(await provider.get_metric_by_selector(ns, APP, info, EVERYTHING)) for ns in namespaces]
+            assert [bool(a) for a in answers] == [True, True, True]  # the third answered, directly
             assert len(store) == 2 and store.counters.overflow == 1
             assert {k.key[0] for k in store.keys()} == set(namespaces[:2])
             again = by_pod(await provider.get_metric_by_selector(namespaces[2], APP, info, EVERYTHING))
@@ -169,8 +177,7 @@ def test_idle_keys_are_dropped_and_keys_are_capped(prometheus: TestBackend, uniq
             # Keep asking for the first namespace only: the second goes idle and is dropped, the first stays.
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline:
-                assert by_pod(await provider.get_metric_by_selector(namespaces[0], APP, info, EVERYTHING)) \
-                    == answers[0]
+                assert by_pod(await provider.get_metric_by_selector(namespaces[0], APP, info, EVERYTHING)) == answers[0]
                 await asyncio.sleep(0.1)
             assert {k.key[0] for k in store.keys()} == {namespaces[0]}
             assert store.counters.dropped == 1 and store.counters.refreshes > 0
@@ -186,11 +193,17 @@ def query_count(backend: TestBackend) -> float:
     text = httpx.get(f"{backend.url}/metrics", timeout=10).text
     total = 0.0
     for line in text.splitlines():
-        if backend.kind == "prometheus" and line.startswith("prometheus_http_requests_total{") \
-                and 'handler="/api/v1/query"' in line:
+        if (
+            backend.kind == "prometheus"
+            and line.startswith("prometheus_http_requests_total{")
+            and 'handler="/api/v1/query"' in line
+        ):
             total += float(line.split()[-1])
-        if backend.kind == "victoriametrics" and line.startswith("vm_http_requests_total{") \
-                and 'path="/api/v1/query"' in line:
+        if (
+            backend.kind == "victoriametrics"
+            and line.startswith("vm_http_requests_total{")
+            and 'path="/api/v1/query"' in line
+        ):
             total += float(line.split()[-1])
     return total
 
@@ -205,8 +218,14 @@ def own_backend(request: pytest.FixtureRequest) -> Any:
 
 def settings_for(backend: TestBackend, config: StoreConfig, pod_ttl: float) -> Settings:
     catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=0.0, store=config)
-    return Settings(prometheus_url=backend.url, backend=backend.kind,  # type: ignore[arg-type]
-                    pod_source="prometheus", catalog=catalog, pod_cache_ttl_s=pod_ttl, query_timeout_s=2.0)
+    return Settings(
+        prometheus_url=backend.url,
+        backend=backend.kind,  # type: ignore[arg-type]
+        pod_source="prometheus",
+        catalog=catalog,
+        pod_cache_ttl_s=pod_ttl,
+        query_timeout_s=2.0,
+    )
 
 
 def path(ns: str, metric: str) -> str:
@@ -222,8 +241,9 @@ def test_a_burst_for_a_new_key_sends_one_backend_query(own_backend: TestBackend)
         assert httpx.get(url + path(ns, "gpu_utilization_p90"), timeout=30).status_code == 200  # pods known
         before = query_count(own_backend)
         with concurrent.futures.ThreadPoolExecutor(40) as pool:
-            answers = list(pool.map(lambda _: httpx.get(url + path(ns, "inference_queue_depth"), timeout=30),
-                                    range(120)))
+            answers = list(
+                pool.map(lambda _: httpx.get(url + path(ns, "inference_queue_depth"), timeout=30), range(120))
+            )
         assert all(r.status_code == 200 for r in answers)
         assert len({r.content for r in answers}) == 1 and len(answers[0].json()["items"]) == len(pods)
         assert query_count(own_backend) - before == 1
@@ -234,13 +254,19 @@ def test_a_burst_for_a_new_key_sends_one_backend_query(own_backend: TestBackend)
         # /metrics shows each key's data age and refresh duration; explain says how old the served values are.
         text = httpx.get(url + "/metrics", timeout=30).text
         key = f'namespace="{ns}",metric="inference_queue_depth",selector=""'
-        ages = [float(line.split()[-1]) for line in text.splitlines()
-                if line.startswith(f"llm_hpa_adapter_store_data_age_seconds{{{key}}}")]
+        ages = [
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith(f"llm_hpa_adapter_store_data_age_seconds{{{key}}}")
+        ]
         assert len(ages) == 1 and 0 <= ages[0] < 1200
         assert f"llm_hpa_adapter_store_refresh_duration_seconds{{{key}}}" in text
         assert 'llm_hpa_adapter_store_events_total{event="hit"}' in text
-        ex = httpx.get(url + "/explain", params={"namespace": ns, "metric": "inference_queue_depth",
-                                                 "selector": "app=web"}, timeout=30)
+        ex = httpx.get(
+            url + "/explain",
+            params={"namespace": ns, "metric": "inference_queue_depth", "selector": "app=web"},
+            timeout=30,
+        )
         assert ex.status_code == 200, ex.text
         assert 0 <= ex.json()["data_age_s"] < 1200
 
@@ -266,7 +292,7 @@ def test_a_value_never_outlives_max_staleness_then_recovers(own_backend: TestBac
             received = time.time()
             outcomes.append(r.status_code)
             if r.status_code == 200:
-                for item in r.json()["items"]:   # the same real values, and never older than allowed
+                for item in r.json()["items"]:  # the same real values, and never older than allowed
                     assert parse_quantity(item["value"]) == values[item["describedObject"]["name"]]
                     # timestamps on the wire have whole seconds: allow the truncation
                     assert received - _served_at(item) <= config.max_staleness_s + 1.0
@@ -289,28 +315,33 @@ def test_a_value_never_outlives_max_staleness_then_recovers(own_backend: TestBac
 
 def _catalog_doc() -> dict[str, Any]:
 
-
     return yaml.safe_load(resources.files("adapter").joinpath("catalog.yaml").read_text())  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize(("section", "want"), [
-    ({"refresh": "15s", "max_staleness": "30s", "max_keys": 5000, "idle": "1h"}, StoreConfig()),
-    ({"refresh": "500ms"}, StoreConfig(refresh_s=0.5, max_staleness_s=1.0)),   # staleness: two refreshes
-    ({}, StoreConfig()),
-    (False, None),
-])
+@pytest.mark.parametrize(
+    ("section", "want"),
+    [
+        ({"refresh": "15s", "max_staleness": "30s", "max_keys": 5000, "idle": "1h"}, StoreConfig()),
+        ({"refresh": "500ms"}, StoreConfig(refresh_s=0.5, max_staleness_s=1.0)),  # staleness: two refreshes
+        ({}, StoreConfig()),
+        (False, None),
+    ],
+)
 def test_the_catalog_store_section(section: Any, want: StoreConfig | None) -> None:
     doc = _catalog_doc()
     doc["store"] = section
     assert parse_catalog(doc).store == want
 
 
-@pytest.mark.parametrize(("section", "words"), [
-    ({"refresh": "soon"}, "store.refresh"),
-    ({"refresh": "30s", "max_staleness": "10s"}, "store.max_staleness"),
-    ({"max_keys": 0}, "store.max_keys"),
-    ({"ttl": "1s"}, "unknown keys"),
-])
+@pytest.mark.parametrize(
+    ("section", "words"),
+    [
+        ({"refresh": "soon"}, "store.refresh"),
+        ({"refresh": "30s", "max_staleness": "10s"}, "store.max_staleness"),
+        ({"max_keys": 0}, "store.max_keys"),
+        ({"ttl": "1s"}, "unknown keys"),
+    ],
+)
 def test_bad_store_sections_name_the_key(section: Any, words: str) -> None:
     doc = _catalog_doc()
     doc["store"] = section
@@ -326,20 +357,22 @@ def test_keys_asked_for_together_refresh_spread_over_the_interval() -> None:
         async def value_of(key: str, at: float) -> str:
             return key
 
-        store: Store[str, str] = Store("t", value_of, StoreConfig(refresh_s=15, max_staleness_s=30),
-                                       monotonic=lambda: now[0])
+        store: Store[str, str] = Store(
+            "t", value_of, StoreConfig(refresh_s=15, max_staleness_s=30), monotonic=lambda: now[0]
+        )
         for i in range(200):
             assert (await store.get(f"ns-{i}")).value == f"ns-{i}"
         dues = sorted(e.due - now[0] for e in store._entries.values())
-        assert dues[0] >= 7.5 and dues[-1] <= 22.5           # within [0.5, 1.5] intervals, before expiry at 30 s
-        assert sum(d < 15 for d in dues) in range(60, 141)   # about half in each half of the span
+        assert dues[0] >= 7.5 and dues[-1] <= 22.5  # within [0.5, 1.5] intervals, before expiry at 30 s
+        assert sum(d < 15 for d in dues) in range(60, 141)  # about half in each half of the span
         await store.close()
 
     asyncio.run(main())
 
 
-def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(prometheus: TestBackend,
-                                                                            unique_ns: str) -> None:
+def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(
+    prometheus: TestBackend, unique_ns: str
+) -> None:
     now = float(int(time.time()) - 30)
     prometheus.load(build(unique_ns, fleet(unique_ns, 2), now))
     info = MetricInfo("pods", "gpu_utilization_p90", True)
@@ -355,7 +388,7 @@ def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(pr
             first = await provider.get_metric_by_name(pod("web-6f7d8c9b5-p0"), info, EVERYTHING)
             new = PodSpec("web-6f7d8c9b5-new", gpus=2, layout="honor", labels={"app": "web"})
             prometheus.load(build(unique_ns, [new], now))
-            with pytest.raises(NotFound):   # not in the namespace's values yet: asks for an early refresh
+            with pytest.raises(NotFound):  # not in the namespace's values yet: asks for an early refresh
                 await provider.get_metric_by_name(pod(new.name), info, EVERYTHING)
             await asyncio.sleep(1.5)
             got = await provider.get_metric_by_name(pod(new.name), info, EVERYTHING)

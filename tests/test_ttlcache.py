@@ -44,9 +44,11 @@ def test_the_ttl_can_depend_on_the_answer_and_zero_keeps_nothing() -> None:
         cache: TtlCache[str, bool] = TtlCache(lambda allowed: 5.0 if allowed else 0.0, clock=clock)
         for key, answer in (("yes", True), ("no", False)):
             for _ in range(3):
+
                 async def load(key: str = key, answer: bool = answer) -> bool:
                     calls[key] += 1
                     return answer
+
                 assert await cache.get(key, load) is answer
         assert calls == {"yes": 1, "no": 3} and len(cache) == 1
 
@@ -84,11 +86,11 @@ def test_memory_stays_bounded_expired_entries_first() -> None:
 
         for v in range(4):
             await cache.get(v, lambda v=v: value(v))  # type: ignore[misc]
-        clock.now += 5.0                               # 0 and 1 expired, 2 and 3 still fresh
+        clock.now += 5.0  # 0 and 1 expired, 2 and 3 still fresh
         await cache.get(4, lambda: value(4))
-        assert len(cache) == 3                          # the expired went, the fresh stayed
+        assert len(cache) == 3  # the expired went, the fresh stayed
         await cache.get(5, lambda: value(5))
-        await cache.get(6, lambda: value(6))           # full of fresh answers: everything goes
+        await cache.get(6, lambda: value(6))  # full of fresh answers: everything goes
         assert len(cache) == 1
 
     asyncio.run(body())

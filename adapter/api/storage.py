@@ -21,10 +21,14 @@ GROUP = "custom.metrics.k8s.io"
 
 # Accepted spellings → canonical group-resource (upstream normalizes through a RESTMapper).
 _RESOURCE_ALIASES = {
-    "pods": "pods", "pod": "pods",
-    "deployments.apps": "deployments.apps", "deployment.apps": "deployments.apps",
-    "deployments": "deployments.apps", "deployment": "deployments.apps",
-    "namespaces": "namespaces", "namespace": "namespaces",
+    "pods": "pods",
+    "pod": "pods",
+    "deployments.apps": "deployments.apps",
+    "deployment.apps": "deployments.apps",
+    "deployments": "deployments.apps",
+    "deployment": "deployments.apps",
+    "namespaces": "namespaces",
+    "namespace": "namespaces",
 }
 _OBJECTS = {"pods": ("Pod", "/v1"), "deployments.apps": ("Deployment", "apps/v1"), "namespaces": ("Namespace", "/v1")}
 
@@ -40,8 +44,10 @@ def _check_name(kind: str, value: str, label: bool) -> None:
     pattern, limit = (_DNS1123_LABEL, 63) if label else (_DNS1123_SUBDOMAIN, 253)
     if len(value) > limit or not pattern.match(value):
         shown = value if len(value) <= 80 else value[:80] + "..."
-        raise BadRequest(f"invalid {kind} name {shown!r}: must be a lowercase RFC 1123 "
-                         f"{'label' if label else 'subdomain'} of at most {limit} characters")
+        raise BadRequest(
+            f"invalid {kind} name {shown!r}: must be a lowercase RFC 1123 "
+            f"{'label' if label else 'subdomain'} of at most {limit} characters"
+        )
 
 
 # Parsed selectors by their text: every HPA sends the same labelSelector at every poll, and parsing one costs
@@ -78,8 +84,9 @@ class Storage:
     def discovery(self, version: str) -> dict[str, Any]:
         return resource_list(f"{GROUP}/{version}", self.provider.list_all_metrics())
 
-    async def get(self, version: str, namespace: str | None, resource: str, name: str, metric: str,
-                  params: Mapping[str, str]) -> MetricValueList:
+    async def get(
+        self, version: str, namespace: str | None, resource: str, name: str, metric: str, params: Mapping[str, str]
+    ) -> MetricValueList:
         """One request of a matched route (``routes/custom_metrics.py``): ``namespace`` None for root-scoped
         objects, and for ``namespaces/{ns}/metrics/{metric}``, which arrives as resource "namespaces", name ns."""
         if version not in VERSIONS:

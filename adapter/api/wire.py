@@ -31,8 +31,13 @@ VERSIONS = ("v1beta2", "v1beta1")  # preferred first
 
 
 def _go_escape(text: str) -> str:
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def go_json(obj: Any, pretty: bool = False) -> bytes:
@@ -53,15 +58,20 @@ def rfc3339(ts: float) -> str:
     return _rfc3339(int(ts))
 
 
-@functools.lru_cache(maxsize=4096)   # the samples of one refresh share a handful of instants
+@functools.lru_cache(maxsize=4096)  # the samples of one refresh share a handful of instants
 def _rfc3339(second: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
 
 
 def status(err: AdapterError) -> dict[str, Any]:
     """metav1.Status for an error (field order of apimachinery types.go; details omitted when None)."""
-    doc: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                           "message": err.message}
+    doc: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": err.message,
+    }
     if err.reason:
         doc["reason"] = err.reason
     if err.details is not None:
@@ -73,16 +83,31 @@ def status(err: AdapterError) -> dict[str, Any]:
 def resource_list(group_version: str, metrics: Iterable[MetricInfo]) -> dict[str, Any]:
     """APIResourceList for discovery (custom-metrics-apiserver pkg/provider/resource_lister.go)."""
     return {
-        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
-        "resources": [{"name": f"{m.resource}/{m.metric}", "singularName": "", "namespaced": m.namespaced,
-                       "kind": "MetricValueList", "verbs": ["get"]} for m in metrics],
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": [
+            {
+                "name": f"{m.resource}/{m.metric}",
+                "singularName": "",
+                "namespaced": m.namespaced,
+                "kind": "MetricValueList",
+                "verbs": ["get"],
+            }
+            for m in metrics
+        ],
     }
 
 
 def api_group() -> dict[str, Any]:
     versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in VERSIONS]
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": versions,
-            "preferredVersion": versions[0]}
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": GROUP,
+        "versions": versions,
+        "preferredVersion": versions[0],
+    }
 
 
 def api_group_list() -> dict[str, Any]:
@@ -104,15 +129,21 @@ def metric_value_list(version: str, samples: Iterable[MetricSample]) -> dict[str
     for s in samples:
         selector = s.selector.to_label_selector()
         if version == "v1beta1":
-            item: dict[str, Any] = {"describedObject": _described(s), "metricName": s.metric,
-                                    "timestamp": rfc3339(s.ts)}
+            item: dict[str, Any] = {
+                "describedObject": _described(s),
+                "metricName": s.metric,
+                "timestamp": rfc3339(s.ts),
+            }
             if s.window_s is not None:
                 item["window"] = s.window_s
             item["value"] = quantity(s.value)
             item["selector"] = selector
         else:
-            item = {"describedObject": _described(s), "metric": {"name": s.metric, "selector": selector},
-                    "timestamp": rfc3339(s.ts)}
+            item = {
+                "describedObject": _described(s),
+                "metric": {"name": s.metric, "selector": selector},
+                "timestamp": rfc3339(s.ts),
+            }
             if s.window_s is not None:
                 item["windowSeconds"] = s.window_s
             item["value"] = quantity(s.value)
@@ -123,7 +154,7 @@ def metric_value_list(version: str, samples: Iterable[MetricSample]) -> dict[str
 # -- MetricValueList written directly --------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=65536)   # pod and metric names recur in every poll; bounded, pure
+@functools.lru_cache(maxsize=65536)  # pod and metric names recur in every poll; bounded, pure
 def _json_str(text: str) -> str:
     return _go_escape(json.dumps(text, ensure_ascii=False))
 
@@ -131,8 +162,10 @@ def _json_str(text: str) -> str:
 @functools.lru_cache(maxsize=65536)
 def _described_json(obj: ObjectRef) -> str:
     namespace = "" if obj.namespace is None else f',"namespace":{_json_str(obj.namespace)}'
-    return (f'{{"kind":{_json_str(obj.kind)}{namespace},"name":{_json_str(obj.name)},'
-            f'"apiVersion":{_json_str(obj.api_version)}}}')
+    return (
+        f'{{"kind":{_json_str(obj.kind)}{namespace},"name":{_json_str(obj.name)},'
+        f'"apiVersion":{_json_str(obj.api_version)}}}'
+    )
 
 
 def _selector_json(selector: Selector) -> str:
@@ -152,8 +185,9 @@ class MetricValueList:
 
     def encode(self) -> bytes:
         v1beta1 = self.version == "v1beta1"
-        parts = [f'{{"kind":"MetricValueList","apiVersion":{_json_str(f"{GROUP}/{self.version}")},'
-                 '"metadata":{},"items":[']
+        parts = [
+            f'{{"kind":"MetricValueList","apiVersion":{_json_str(f"{GROUP}/{self.version}")},"metadata":{{}},"items":['
+        ]
         if isinstance(self.samples, PodSamples):
             self._encode_pods(self.samples, v1beta1, parts)
             parts.append("]}\n")
@@ -177,8 +211,10 @@ class MetricValueList:
                     after = f'"{window},"value":"'
                     tail = '"}'
             q = s.quantity if s.quantity is not None else quantity(s.value)
-            parts.append(f'{"," if i else ""}{{"describedObject":{_described_json(s.obj)}{before}'
-                         f'{_rfc3339(int(s.ts))}{after}{q}{tail}')
+            parts.append(
+                f'{"," if i else ""}{{"describedObject":{_described_json(s.obj)}{before}'
+                f"{_rfc3339(int(s.ts))}{after}{q}{tail}"
+            )
         parts.append("]}\n")
         return "".join(parts).encode("utf-8")
 
@@ -202,5 +238,5 @@ class MetricValueList:
         first = True
         for pod, ts, value in zip(samples.pods, samples.ts, samples.values, strict=True):
             q = text[pod] if text is not None else quantity(value)
-            parts.append(f'{"" if first else ","}{head}{_json_str(pod)}{mid}{_rfc3339(int(ts))}{after}{q}{tail}')
+            parts.append(f"{'' if first else ','}{head}{_json_str(pod)}{mid}{_rfc3339(int(ts))}{after}{q}{tail}")
             first = False

@@ -130,7 +130,7 @@ class Authenticator:
             hname = key.decode("latin-1")
             for prefix in cfg.extra_prefixes:
                 if hname.lower().startswith(prefix.lower()):
-                    extra_key = unquote(hname[len(prefix):].lower())
+                    extra_key = unquote(hname[len(prefix) :].lower())
                     extra[extra_key] = (*extra.get(extra_key, ()), value.decode("latin-1"))
         return UserInfo(name, uid, groups, extra)
 

@@ -50,8 +50,9 @@ class KubeAuthAPI:
     threads keep up with a busy cluster; bearer tokens are rare on this API (kubectl users), so 4 threads.
     """
 
-    def __init__(self, api_client: k8s.ApiClient, timeout_s: float = 10.0, *, token_workers: int = 4,
-                 access_workers: int = 8) -> None:
+    def __init__(
+        self, api_client: k8s.ApiClient, timeout_s: float = 10.0, *, token_workers: int = 4, access_workers: int = 8
+    ) -> None:
         self.api_client = api_client
         self.timeout_s = timeout_s
         self.token_pool = ReviewPool("TokenReview", token_workers, timeout_s)
@@ -73,8 +74,9 @@ class KubeAuthAPI:
             pool.close()
 
     async def review_token(self, token: str) -> UserInfo | None:
-        body = k8s.V1TokenReview(api_version="authentication.k8s.io/v1", kind="TokenReview",
-                                 spec=k8s.V1TokenReviewSpec(token=token))
+        body = k8s.V1TokenReview(
+            api_version="authentication.k8s.io/v1", kind="TokenReview", spec=k8s.V1TokenReviewSpec(token=token)
+        )
         result = await self._call(self.token_pool, k8s.AuthenticationV1Api(self.api_client).create_token_review, body)
         status = result.status
         if status is None or not status.authenticated or status.user is None:
@@ -85,18 +87,25 @@ class KubeAuthAPI:
 
     async def review_access(self, attrs: Attributes) -> tuple[bool, str]:
         user = attrs.user
-        spec = k8s.V1SubjectAccessReviewSpec(user=user.name, groups=list(user.groups) or None,
-                                             uid=_or_none(user.uid),
-                                             extra={k: list(v) for k, v in user.extra.items()} or None)
+        spec = k8s.V1SubjectAccessReviewSpec(
+            user=user.name,
+            groups=list(user.groups) or None,
+            uid=_or_none(user.uid),
+            extra={k: list(v) for k, v in user.extra.items()} or None,
+        )
         if attrs.resource_request:
             spec.resource_attributes = k8s.V1ResourceAttributes(
-                namespace=_or_none(attrs.namespace), verb=attrs.verb, group=_or_none(attrs.group),
-                version=_or_none(attrs.version), resource=_or_none(attrs.resource),
-                subresource=_or_none(attrs.subresource), name=_or_none(attrs.name))
+                namespace=_or_none(attrs.namespace),
+                verb=attrs.verb,
+                group=_or_none(attrs.group),
+                version=_or_none(attrs.version),
+                resource=_or_none(attrs.resource),
+                subresource=_or_none(attrs.subresource),
+                name=_or_none(attrs.name),
+            )
         else:
             spec.non_resource_attributes = k8s.V1NonResourceAttributes(path=attrs.path, verb=attrs.verb)
-        body = k8s.V1SubjectAccessReview(api_version="authorization.k8s.io/v1", kind="SubjectAccessReview",
-                                         spec=spec)
+        body = k8s.V1SubjectAccessReview(api_version="authorization.k8s.io/v1", kind="SubjectAccessReview", spec=spec)
         api = k8s.AuthorizationV1Api(self.api_client)
         result = await self._call(self.access_pool, api.create_subject_access_review, body)
         status = result.status
@@ -113,7 +122,7 @@ class KubeAuthAPI:
         cm = await self._call(self.config_pool, k8s.CoreV1Api(self.api_client).read_namespaced_config_map, name, ns)
         try:
             return _parse_auth_configmap(cm.data or {})
-        except ValueError as exc:   # bad PEM or a list value that is not JSON: keep what we have, say why
+        except ValueError as exc:  # bad PEM or a list value that is not JSON: keep what we have, say why
             raise UpstreamError(f"{ns}/{name} is unreadable: {exc}") from None
 
 

@@ -74,8 +74,10 @@ class AuthMiddleware:
 
 async def _reply(send: Send, err: AdapterError) -> None:
     body = go_json(status(err))
-    headers: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"),
-                                          (b"content-length", str(len(body)).encode())]
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
     start: dict[str, Any] = {"type": "http.response.start", "status": err.code, "headers": headers}
     await send(start)
     await send({"type": "http.response.body", "body": body})

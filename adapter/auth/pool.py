@@ -32,7 +32,7 @@ class ReviewPool:
         self.timeout_s = timeout_s
         self.max_waiting = max_waiting
         self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=f"review-{name}")
-        self._in_flight = 0   # queued + running, counted on the event loop's thread only
+        self._in_flight = 0  # queued + running, counted on the event loop's thread only
 
     @property
     def in_flight(self) -> int:

@@ -35,17 +35,17 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class SecurityOptions:
     tls: TLSFiles
-    allowed_names: tuple[str, ...] | None = None       # None: from the ConfigMap (or any CN with a CA file)
+    allowed_names: tuple[str, ...] | None = None  # None: from the ConfigMap (or any CN with a CA file)
     username_headers: tuple[str, ...] = ("X-Remote-User",)
     group_headers: tuple[str, ...] = ("X-Remote-Group",)
     extra_prefixes: tuple[str, ...] = ("X-Remote-Extra-",)
     uid_headers: tuple[str, ...] = ("X-Remote-Uid",)
-    kubeconfig: str | None = None                       # for TokenReview, SubjectAccessReview, the ConfigMap
-    use_cluster: bool = False                           # talk to the Kubernetes API (in-cluster or kubeconfig)
+    kubeconfig: str | None = None  # for TokenReview, SubjectAccessReview, the ConfigMap
+    use_cluster: bool = False  # talk to the Kubernetes API (in-cluster or kubeconfig)
     lookup_configmap: bool = True
     always_allow_paths: tuple[str, ...] = ALWAYS_ALLOW_PATHS
     cache_ttl_s: float = 10.0
-    configmap_refresh_s: float = 60.0                   # re-read the authentication ConfigMap this often
+    configmap_refresh_s: float = 60.0  # re-read the authentication ConfigMap this often
 
 
 def _read(path: str) -> bytes:
@@ -80,18 +80,23 @@ class Security:
         self._kube = kube
         if kube is not None and opts.lookup_configmap and opts.tls.requestheader_ca_file is None:
             extra_pem = self._lookup(kube)
-            self._configmap_loop = BackgroundLoop("auth-configmap", self._refresh_quietly,
-                                                  opts.configmap_refresh_s, log=log)
+            self._configmap_loop = BackgroundLoop(
+                "auth-configmap", self._refresh_quietly, opts.configmap_refresh_s, log=log
+            )
         try:
             self.ssl_context = build_context(opts.tls, extra_pem)
         except (ssl.SSLError, OSError) as exc:
             raise ConfigError(f"cannot load TLS files: {exc}") from None
-        self.authenticator = Authenticator(token_reviewer=kube.review_token if kube else None,
-                                           token_ttl_s=opts.cache_ttl_s)
+        self.authenticator = Authenticator(
+            token_reviewer=kube.review_token if kube else None, token_ttl_s=opts.cache_ttl_s
+        )
         self.reload_cas()
-        self.authorizer = Authorizer(kube.review_access if kube else None,
-                                     always_allow_paths=opts.always_allow_paths,
-                                     allowed_ttl_s=opts.cache_ttl_s, denied_ttl_s=opts.cache_ttl_s)
+        self.authorizer = Authorizer(
+            kube.review_access if kube else None,
+            always_allow_paths=opts.always_allow_paths,
+            allowed_ttl_s=opts.cache_ttl_s,
+            denied_ttl_s=opts.cache_ttl_s,
+        )
         self.reloader = CertReloader(self.ssl_context, opts.tls, on_ca_change=self.reload_cas)
 
     def _lookup(self, kube: KubeAuthAPI) -> str:
@@ -128,8 +133,10 @@ class Security:
         try:
             await self.refresh_configmap()
         except UpstreamError as exc:
-            log.warning("cannot re-read kube-system/extension-apiserver-authentication (keeping the last "
-                        "settings): %s", exc.message)
+            log.warning(
+                "cannot re-read kube-system/extension-apiserver-authentication (keeping the last settings): %s",
+                exc.message,
+            )
 
     def start(self) -> None:
         """Start polling the TLS files (and the authentication ConfigMap when it is the source)."""
@@ -148,15 +155,19 @@ class Security:
         if opts.tls.requestheader_ca_file:
             self.authenticator.request_header = RequestHeaderConfig(
                 client_cas=load_pem_certs(_read(opts.tls.requestheader_ca_file)),
-                allowed_names=opts.allowed_names or (), username_headers=opts.username_headers,
-                uid_headers=opts.uid_headers, group_headers=opts.group_headers, extra_prefixes=opts.extra_prefixes)
+                allowed_names=opts.allowed_names or (),
+                username_headers=opts.username_headers,
+                uid_headers=opts.uid_headers,
+                group_headers=opts.group_headers,
+                extra_prefixes=opts.extra_prefixes,
+            )
         elif self._configmap_rh is not None:
             rh = self._configmap_rh
-            if opts.allowed_names is not None:   # a copy: the ConfigMap's own value is compared on refresh
+            if opts.allowed_names is not None:  # a copy: the ConfigMap's own value is compared on refresh
                 rh = dataclasses.replace(rh, allowed_names=opts.allowed_names)
             self.authenticator.request_header = rh
         elif self._configmap_loop is not None:
-            self.authenticator.request_header = None   # the ConfigMap no longer names a front-proxy CA
+            self.authenticator.request_header = None  # the ConfigMap no longer names a front-proxy CA
         if opts.tls.client_ca_file:
             self.authenticator.client_cas = load_pem_certs(_read(opts.tls.client_ca_file))
 

@@ -58,7 +58,7 @@ def load_pair(ctx: ssl.SSLContext, cert_file: str, key_file: str) -> None:
     same bytes go into the live one (from a private temporary directory, since ``ssl`` loads from paths).
     """
     cert, key = Path(cert_file).read_bytes(), Path(key_file).read_bytes()
-    with tempfile.TemporaryDirectory(prefix="adapter-tls-") as tmp:   # mode 0700
+    with tempfile.TemporaryDirectory(prefix="adapter-tls-") as tmp:  # mode 0700
         cert_copy, key_copy = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
         cert_copy.write_bytes(cert)
         key_copy.touch(mode=0o600)
@@ -70,8 +70,13 @@ def load_pair(ctx: ssl.SSLContext, cert_file: str, key_file: str) -> None:
 class CertReloader:
     """Polls the TLS files and applies changes to the live context (and tells the authenticator)."""
 
-    def __init__(self, ctx: ssl.SSLContext, files: TLSFiles, on_ca_change: Callable[[], None] | None = None,
-                 interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        ctx: ssl.SSLContext,
+        files: TLSFiles,
+        on_ca_change: Callable[[], None] | None = None,
+        interval_s: float = 5.0,
+    ) -> None:
         self.ctx = ctx
         self.files = files
         self.on_ca_change = on_ca_change
@@ -101,8 +106,9 @@ class CertReloader:
                 load_pair(self.ctx, self.files.cert_file, self.files.key_file)
                 loaded |= changed & pair
             except (ssl.SSLError, OSError) as exc:
-                log.warning("serving certificate changed but the pair does not load yet (keeping the last good "
-                            "one): %s", exc)
+                log.warning(
+                    "serving certificate changed but the pair does not load yet (keeping the last good one): %s", exc
+                )
         cas_loaded = False
         for ca in (self.files.client_ca_file, self.files.requestheader_ca_file):
             if ca and ca in changed:

@@ -48,8 +48,9 @@ def request_attributes(user: UserInfo, method: str, path: str, query_string: byt
     GET with a name is ``get`` (``*`` is a name), without one ``list`` (``watch`` with ``watch=true``); a
     ``namespaces/{ns}`` prefix sets the namespace; the rest is ``resource/name/subresource``.
     """
-    verb = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
-            "DELETE": "delete"}.get(method, method.lower())
+    verb = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+        method, method.lower()
+    )
     parts = [p for p in path.strip("/").split("/") if p != ""]
     if len(parts) < 4 or parts[0] != "apis":
         return Attributes(user, verb, path, False)
@@ -85,5 +86,15 @@ def explain_attributes(user: UserInfo, query_string: bytes) -> Attributes | None
     metric = query.get("metric", [""])[-1]
     if not namespace or not metric:
         return None
-    return Attributes(user, "get", f"/apis/{METRICS_GROUP}/v1beta2/namespaces/{namespace}/pods/*/{metric}", True,
-                      namespace, METRICS_GROUP, "v1beta2", "pods", metric, "*")
+    return Attributes(
+        user,
+        "get",
+        f"/apis/{METRICS_GROUP}/v1beta2/namespaces/{namespace}/pods/*/{metric}",
+        True,
+        namespace,
+        METRICS_GROUP,
+        "v1beta2",
+        "pods",
+        metric,
+        "*",
+    )

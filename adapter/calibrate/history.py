@@ -29,8 +29,9 @@ DEFAULT_HISTOGRAM = "vllm:e2e_request_latency_seconds"
 
 
 @contextlib.asynccontextmanager
-async def open_backend(url: str, *, backend: Backend = "prometheus",
-                       timeout_s: float = 30.0) -> AsyncIterator[PromClient]:
+async def open_backend(
+    url: str, *, backend: Backend = "prometheus", timeout_s: float = 30.0
+) -> AsyncIterator[PromClient]:
     """The backend client, built as ``serve`` builds it (one ``PromClient`` over an ``httpx.AsyncClient``).
 
     The one place to plumb connection options (TLS, bearer token) for the offline commands.
@@ -69,9 +70,20 @@ def _grid(series: Sequence[RangeSeries], catalog: Catalog, namespace: str) -> di
     return out
 
 
-async def read_history(client: PromClient, catalog: Catalog, terms: Sequence[Term], *, namespace: str,
-                       deployment: str, start: float, end: float, step_s: float, slo_s: float,
-                       window: str | None = None, histogram: str = DEFAULT_HISTOGRAM) -> History:
+async def read_history(
+    client: PromClient,
+    catalog: Catalog,
+    terms: Sequence[Term],
+    *,
+    namespace: str,
+    deployment: str,
+    start: float,
+    end: float,
+    step_s: float,
+    slo_s: float,
+    window: str | None = None,
+    histogram: str = DEFAULT_HISTOGRAM,
+) -> History:
     """The Deployment's history from the backend: one range query per term metric, the load and the buckets.
 
     ``window`` replaces every ``<<window>>`` (e.g. a shorter one for a compressed test); default: the catalog's.
@@ -80,11 +92,17 @@ async def read_history(client: PromClient, catalog: Catalog, terms: Sequence[Ter
         raise ValueError("the catalog has no forecast section: calibrate needs its load_query (per-pod load)")
     scope = Scope(namespace, pod_regex=deployment_pods_regex([deployment]))
     load_def = _with_window(catalog.forecast.load, window)
-    hist_def = MetricDef(name="calibrate_latency_buckets", help="",
-                         query=f"sum by (<<by>>, le) (rate({histogram}_bucket{{<<matchers>>}}[<<window>>]))",
-                         reduce="sum", objects="sum", window=window or load_def.window or "5m")
-    load = _grid(await client.query_range(render(load_def, catalog, scope, EVERYTHING), start, end, step_s),
-                 catalog, namespace)
+    hist_def = MetricDef(
+        name="calibrate_latency_buckets",
+        help="",
+        query=f"sum by (<<by>>, le) (rate({histogram}_bucket{{<<matchers>>}}[<<window>>]))",
+        reduce="sum",
+        objects="sum",
+        window=window or load_def.window or "5m",
+    )
+    load = _grid(
+        await client.query_range(render(load_def, catalog, scope, EVERYTHING), start, end, step_s), catalog, namespace
+    )
     buckets: dict[tuple[str, float], dict[float, float]] = {}
     for s in await client.query_range(render(hist_def, catalog, scope, EVERYTHING), start, end, step_s):
         key = attribute(s.labels, catalog.layouts)
@@ -99,8 +117,9 @@ async def read_history(client: PromClient, catalog: Catalog, terms: Sequence[Ter
     values: dict[str, dict[tuple[str, float], float]] = {}
     for metric in dict.fromkeys(t.metric for t in terms):
         mdef = _with_window(catalog.metrics[metric], window)
-        grid = _grid(await client.query_range(render(mdef, catalog, scope, EVERYTHING), start, end, step_s),
-                     catalog, namespace)
+        grid = _grid(
+            await client.query_range(render(mdef, catalog, scope, EVERYTHING), start, end, step_s), catalog, namespace
+        )
         values[metric] = {k: reduce_values(v, mdef.reduce) for k, v in grid.items()}
     keys = sorted(k for k in load if k in buckets and math.inf in buckets[k])
     rows_load, rows_req, rows_over = [], [], []
@@ -116,16 +135,32 @@ async def read_history(client: PromClient, catalog: Catalog, terms: Sequence[Ter
     for (_pod, stamp), pod_values in load.items():
         per_step[stamp] = per_step.get(stamp, 0.0) + sum(pod_values)
     total = np.array([per_step[t] for t in sorted(per_step)], dtype=np.float64)
-    return History(load=np.array(rows_load, dtype=np.float64), requests=np.array(rows_req, dtype=np.float64),
-                   over_slo=np.array(rows_over, dtype=np.float64), terms=term_rows, deployment_load=total,
-                   step_s=step_s)
+    return History(
+        load=np.array(rows_load, dtype=np.float64),
+        requests=np.array(rows_req, dtype=np.float64),
+        over_slo=np.array(rows_over, dtype=np.float64),
+        terms=term_rows,
+        deployment_load=total,
+        step_s=step_s,
+    )
 
 
-def simulated_history(config: FleetConfig, terms: Sequence[Term], *, slo_s: float, pods: int = 2,
-                      levels: int = 40, top: float = 1.3, hold_s: float = 120.0, measure_s: float = 60.0,
-                      deployment_load: F64 | None = None, deployment_step_s: float = 60.0,
-                      queueing: bool = True, arrival_cv2: float = 1.0,
-                      latency_window_s: float = 120.0) -> History:
+def simulated_history(
+    config: FleetConfig,
+    terms: Sequence[Term],
+    *,
+    slo_s: float,
+    pods: int = 2,
+    levels: int = 40,
+    top: float = 1.3,
+    hold_s: float = 120.0,
+    measure_s: float = 60.0,
+    deployment_load: F64 | None = None,
+    deployment_step_s: float = 60.0,
+    queueing: bool = True,
+    arrival_cv2: float = 1.0,
+    latency_window_s: float = 120.0,
+) -> History:
     """A load sweep on the fleet model ``simulate`` replays (``adapter.sim.fluid.FluidFleet`` read through
     ``adapter.sim.observer.Observer``): ``levels`` steady loads from ``top / levels`` to ``top`` x the pod
     capacity, each held ``hold_s`` and measured over its last ``measure_s`` (one row per pod and level).
@@ -149,10 +184,17 @@ def simulated_history(config: FleetConfig, terms: Sequence[Term], *, slo_s: floa
     if hold_s % MINUTE_S or measure_s % MINUTE_S or not 0 < measure_s <= hold_s:
         raise ValueError("hold_s and measure_s must be whole minutes, 0 < measure_s <= hold_s")
     end = levels * hold_s
-    fleet = FluidFleet(config, replicas=pods, start=0.0, end=end, slo_s=slo_s, queueing=queueing,
-                       arrival_cv2=arrival_cv2)
-    observer = Observer(fleet, latency_window_s=latency_window_s, cpu=CpuModel(), sync_period_s=sync,
-                        seed=config.seed, deployment=config.deployment.name)
+    fleet = FluidFleet(
+        config, replicas=pods, start=0.0, end=end, slo_s=slo_s, queueing=queueing, arrival_cv2=arrival_cv2
+    )
+    observer = Observer(
+        fleet,
+        latency_window_s=latency_window_s,
+        cpu=CpuModel(),
+        sync_period_s=sync,
+        seed=config.seed,
+        deployment=config.deployment.name,
+    )
     rows: dict[str, list[float]] = {"load": [], "req": [], "over": []}
     term_rows: dict[str, list[float]] = {t.metric: [] for t in terms}
     ledger = fleet.ledger
@@ -181,6 +223,12 @@ def simulated_history(config: FleetConfig, terms: Sequence[Term], *, slo_s: floa
                     v = float(view.latency_p99[k])
                 term_rows[t.metric].append(v)
     demand = np.asarray(deployment_load, dtype=np.float64) if deployment_load is not None else np.zeros(0)
-    return History(load=np.array(rows["load"]), requests=np.array(rows["req"]), over_slo=np.array(rows["over"]),
-                   terms={m: np.array(v, dtype=np.float64) for m, v in term_rows.items()},
-                   deployment_load=demand, step_s=measure_s, demand_step_s=deployment_step_s)
+    return History(
+        load=np.array(rows["load"]),
+        requests=np.array(rows["req"]),
+        over_slo=np.array(rows["over"]),
+        terms={m: np.array(v, dtype=np.float64) for m, v in term_rows.items()},
+        deployment_load=demand,
+        step_s=measure_s,
+        demand_step_s=deployment_step_s,
+    )

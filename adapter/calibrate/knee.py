@@ -137,13 +137,21 @@ def load_bins(history: History, *, bins: int = DEFAULT_BINS) -> list[LoadBin]:
             v = v[np.isfinite(v)]
             medians[name] = float(np.median(v)) if v.size else math.nan
         total = float(req.sum())
-        out.append(LoadBin(load=float(np.mean(history.load[rows])), rows=int(rows.sum()), requests=total,
-                           over_fraction=float(over.sum()) / total if total > 0 else math.nan, terms=medians))
+        out.append(
+            LoadBin(
+                load=float(np.mean(history.load[rows])),
+                rows=int(rows.sum()),
+                requests=total,
+                over_fraction=float(over.sum()) / total if total > 0 else math.nan,
+                terms=medians,
+            )
+        )
     return out
 
 
-def find_knee(bins: Sequence[LoadBin], *, slo_quantile: float = DEFAULT_SLO_QUANTILE,
-              min_requests: float = MIN_BIN_REQUESTS) -> float | None:
+def find_knee(
+    bins: Sequence[LoadBin], *, slo_quantile: float = DEFAULT_SLO_QUANTILE, min_requests: float = MIN_BIN_REQUESTS
+) -> float | None:
     """The per-pod load where the pooled fraction over the SLO crosses ``1 - slo_quantile`` (linear between
     the last good bin and the first of two consecutive bad ones); None when it never does."""
     limit = 1.0 - slo_quantile
@@ -174,15 +182,16 @@ def demand_growth(deployment_load: F64, *, step_s: float, horizon_s: float, quan
     now = d[:-k]
     ahead = np.full(now.shape, -np.inf)
     for j in range(1, k + 1):
-        ahead = np.maximum(ahead, d[j:d.size - k + j])
+        ahead = np.maximum(ahead, d[j : d.size - k + j])
     ok = np.isfinite(now) & np.isfinite(ahead) & (now > 0)
     if not np.any(ok):
         return 0.0
     return max(float(np.quantile(ahead[ok] / now[ok] - 1.0, quantile)), 0.0)
 
 
-def _line(bins: Sequence[LoadBin], metric: str, low: float, high: float,
-          min_bins: int = 2) -> tuple[float, float] | None:
+def _line(
+    bins: Sequence[LoadBin], metric: str, low: float, high: float, min_bins: int = 2
+) -> tuple[float, float] | None:
     """(intercept, slope) of the least-squares line through the bins' medians in [low, high]."""
     pts = [(b.load, b.terms.get(metric, math.nan)) for b in bins if low <= b.load <= high]
     pts = [(x, y) for x, y in pts if math.isfinite(y)]
@@ -232,14 +241,24 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
             track_w += t.weight / total_w
         elif at_safe > 0 and not stepwise:
             # Flat: its typical value near the safe point (not the line's extrapolation, which may pass 100 %).
-            near = [b.terms[t.metric] for b in bins if 0.5 * safe <= b.load <= safe
-                    and math.isfinite(b.terms.get(t.metric, math.nan))]
+            near = [
+                b.terms[t.metric]
+                for b in bins
+                if 0.5 * safe <= b.load <= safe and math.isfinite(b.terms.get(t.metric, math.nan))
+            ]
             level = float(np.median(near)) if near else at_safe
             rough.append((t, 0.0, level, False, "flat below the knee (saturated): reads 1 whenever busy"))
             flat_sum += t.weight / total_w
         else:
-            rough.append((t, t.idle, t.target, False,
-                          "0 in part of the range below the safe point: catalog target kept (overload alarm)"))
+            rough.append(
+                (
+                    t,
+                    t.idle,
+                    t.target,
+                    False,
+                    "0 in part of the range below the safe point: catalog target kept (overload alarm)",
+                )
+            )
     # Make the composite read 1.0 at the safe point: the tracking terms make up what the flat ones do not.
     scale = (1.0 - flat_sum) / track_w if track_w > 0 else 1.0
     out = []
@@ -250,28 +269,59 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
             composite += (t.weight / total_w) * scale
         else:
             target = at_safe if note.startswith("flat") else t.target
-        out.append(TermProposal(metric=t.metric, weight=t.weight, idle=idle, target=target, tracks_load=tracks,
-                                value_at_safe=at_safe, note=note))
+        out.append(
+            TermProposal(
+                metric=t.metric,
+                weight=t.weight,
+                idle=idle,
+                target=target,
+                tracks_load=tracks,
+                value_at_safe=at_safe,
+                note=note,
+            )
+        )
     return out, composite
 
 
-def calibrate(history: History, terms: Sequence[Term], *, slo_s: float,
-              slo_quantile: float = DEFAULT_SLO_QUANTILE, cold_start_s: float = 300.0,
-              growth_quantile: float = 0.5, tolerance: float = HPA_TOLERANCE, bins: int = DEFAULT_BINS,
-              min_requests: float = MIN_BIN_REQUESTS) -> Calibration:
+def calibrate(
+    history: History,
+    terms: Sequence[Term],
+    *,
+    slo_s: float,
+    slo_quantile: float = DEFAULT_SLO_QUANTILE,
+    cold_start_s: float = 300.0,
+    growth_quantile: float = 0.5,
+    tolerance: float = HPA_TOLERANCE,
+    bins: int = DEFAULT_BINS,
+    min_requests: float = MIN_BIN_REQUESTS,
+) -> Calibration:
     """Knee, safe point and proposed targets from ``history`` (see the module docstring)."""
     table = load_bins(history, bins=bins)
     warnings: list[str] = []
     max_load = max((b.load for b in table), default=0.0)
     knee = find_knee(table, slo_quantile=slo_quantile, min_requests=min_requests)
-    growth = demand_growth(history.deployment_load, step_s=history.demand_step_s or history.step_s,
-                           horizon_s=cold_start_s,
-                           quantile=growth_quantile)
+    growth = demand_growth(
+        history.deployment_load,
+        step_s=history.demand_step_s or history.step_s,
+        horizon_s=cold_start_s,
+        quantile=growth_quantile,
+    )
     if knee is None:
-        warnings.append(f"the P99 never exceeded the SLO ({slo_s:g} s) up to {max_load:.3g} req/s per pod: "
-                        "the knee is above that; run the fleet hotter (a load test) or calibrate a simulation")
-        return Calibration(slo_s=slo_s, slo_quantile=slo_quantile, knee_rps=None, max_load_rps=max_load,
-                           growth=growth, band=1.0, safe_rps=None, bins=tuple(table), warnings=tuple(warnings))
+        warnings.append(
+            f"the P99 never exceeded the SLO ({slo_s:g} s) up to {max_load:.3g} req/s per pod: "
+            "the knee is above that; run the fleet hotter (a load test) or calibrate a simulation"
+        )
+        return Calibration(
+            slo_s=slo_s,
+            slo_quantile=slo_quantile,
+            knee_rps=None,
+            max_load_rps=max_load,
+            growth=growth,
+            band=1.0,
+            safe_rps=None,
+            bins=tuple(table),
+            warnings=tuple(warnings),
+        )
     # First pass with the plain tolerance tells how much of the composite is flat; the band stretches by it.
     safe0 = knee / ((1.0 + growth) * (1.0 + tolerance))
     props, _ = propose_terms(table, terms, safe0)
@@ -281,8 +331,20 @@ def calibrate(history: History, terms: Sequence[Term], *, slo_s: float,
     safe = knee / ((1.0 + growth) * band)
     props, composite = propose_terms(table, terms, safe)
     if not any(p.tracks_load for p in props):
-        warnings.append("no term tracks load below the knee: the composite cannot read 1.0 at the safe point; "
-                        f"it reads {composite:.3g} there (use that as the HPA's averageValue)")
-    return Calibration(slo_s=slo_s, slo_quantile=slo_quantile, knee_rps=knee, max_load_rps=max_load, growth=growth,
-                       band=band, safe_rps=safe, bins=tuple(table), terms=tuple(props),
-                       composite_at_safe=composite, warnings=tuple(warnings))
+        warnings.append(
+            "no term tracks load below the knee: the composite cannot read 1.0 at the safe point; "
+            f"it reads {composite:.3g} there (use that as the HPA's averageValue)"
+        )
+    return Calibration(
+        slo_s=slo_s,
+        slo_quantile=slo_quantile,
+        knee_rps=knee,
+        max_load_rps=max_load,
+        growth=growth,
+        band=band,
+        safe_rps=safe,
+        bins=tuple(table),
+        terms=tuple(props),
+        composite_at_safe=composite,
+        warnings=tuple(warnings),
+    )

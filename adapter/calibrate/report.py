@@ -29,13 +29,25 @@ def to_dict(cal: Calibration, *, composite: str) -> dict[str, Any]:
         "safe_rps_per_pod": _num(cal.safe_rps),
         "composite_at_safe": _num(cal.composite_at_safe),
         "terms": [
-            {"metric": p.metric, "weight": p.weight, "idle": p.idle, "target": p.target,
-             "tracks_load": p.tracks_load, "value_at_safe": _num(p.value_at_safe), "note": p.note}
+            {
+                "metric": p.metric,
+                "weight": p.weight,
+                "idle": p.idle,
+                "target": p.target,
+                "tracks_load": p.tracks_load,
+                "value_at_safe": _num(p.value_at_safe),
+                "note": p.note,
+            }
             for p in cal.terms
         ],
         "bins": [
-            {"load_rps": b.load, "rows": b.rows, "requests": b.requests, "over_slo_fraction": _num(b.over_fraction),
-             "terms": {k: _num(v) for k, v in b.terms.items()}}
+            {
+                "load_rps": b.load,
+                "rows": b.rows,
+                "requests": b.requests,
+                "over_slo_fraction": _num(b.over_fraction),
+                "terms": {k: _num(v) for k, v in b.terms.items()},
+            }
             for b in cal.bins
         ],
         "warnings": list(cal.warnings),
@@ -49,8 +61,9 @@ def catalog_snippet(cal: Calibration, *, composite: str) -> str:
     lines = ["composites:", f"  {composite}:", "    terms:"]
     for p in cal.terms:
         extra = ", when_missing: idle" if p.metric.startswith("inference_latency") else ""
-        lines.append(f"      - {{metric: {p.metric}, weight: {p.weight:g}, target: {p.target:.4g}, "
-                     f"idle: {p.idle:.4g}{extra}}}")
+        lines.append(
+            f"      - {{metric: {p.metric}, weight: {p.weight:g}, target: {p.target:.4g}, idle: {p.idle:.4g}{extra}}}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -61,8 +74,10 @@ def summary(cal: Calibration, *, composite: str) -> str:
         out.append(f"knee: not reached (P99 <= {cal.slo_s:g} s up to {cal.max_load_rps:.3g} req/s per pod)")
     else:
         out.append(f"knee: {cal.knee_rps:.4g} req/s per pod (P99 = {cal.slo_s:g} s there)")
-        out.append(f"safe point: {cal.safe_rps:.4g} req/s per pod = knee / ((1 + growth {cal.growth:.3g}) "
-                   f"x HPA band {cal.band:.3g})")
+        out.append(
+            f"safe point: {cal.safe_rps:.4g} req/s per pod = knee / ((1 + growth {cal.growth:.3g}) "
+            f"x HPA band {cal.band:.3g})"
+        )
         out.append(f"{composite} at the safe point with the proposed targets: {cal.composite_at_safe:.3g}")
         for p in cal.terms:
             out.append(f"  {p.metric}: idle {p.idle:.4g}, target {p.target:.4g} ({p.note})")

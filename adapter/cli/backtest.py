@@ -105,10 +105,7 @@ _UNIX_1973 = 1e8  # numeric times at least this large are unix seconds, whatever
 
 def _check_seconds(name: str, ts: np.ndarray) -> None:
     """Refuse a numeric time column read as seconds that looks like another unit or an index."""
-    hint = (
-        f"give its unit with --time-unit {'|'.join(TIME_UNITS)} (e.g. --time-unit min), or "
-        "--index-step for an index"
-    )
+    hint = f"give its unit with --time-unit {'|'.join(TIME_UNITS)} (e.g. --time-unit min), or --index-step for an index"
     if _NOT_SECONDS.search(name.lower().replace("-", "_")):
         raise CliError(f"time column {name!r} is numeric and its name does not say seconds: {hint}")
     steps = np.diff(np.unique(ts[np.isfinite(ts)]))
@@ -256,8 +253,13 @@ def fetch_prometheus(
     points = round((end_ts - start_ts) / step_s) + 1
     if points > _MAX_POINTS:
         raise CliError(f"--since/--step asks for {points} points; Prometheus answers at most {_MAX_POINTS}")
-    params = {"query": query, "start": f"{start_ts:.3f}", "end": f"{end_ts:.3f}", "step": f"{step_s:g}",
-              **flavour_params(backend)}
+    params = {
+        "query": query,
+        "start": f"{start_ts:.3f}",
+        "end": f"{end_ts:.3f}",
+        "step": f"{step_s:g}",
+        **flavour_params(backend),
+    }
     access = access or BackendAccess()
     base = resolve_url(url, backend, access)
     endpoint = redact_url(base) + "/api/v1/query_range"
@@ -269,9 +271,7 @@ def fetch_prometheus(
     except httpx.HTTPError as exc:
         raise CliError(f"cannot query {endpoint}: {exc}") from None
     except ValueError:
-        raise CliError(
-            f"{endpoint} answered HTTP {response.status_code} with a body that is not JSON"
-        ) from None
+        raise CliError(f"{endpoint} answered HTTP {response.status_code} with a body that is not JSON") from None
     finally:
         if own:
             http.close()
@@ -279,8 +279,10 @@ def fetch_prometheus(
         error = body.get("error", "") if isinstance(body, dict) else ""
         raise CliError(f"{endpoint} answered HTTP {response.status_code}: {error or response.text[:200]}")
     if body.get("isPartial") is True or body.get("warnings"):
-        raise CliError(f"{endpoint} answered a partial result (isPartial / warnings: "
-                       f"{str(body.get('warnings', ''))[:200]}); not using it")
+        raise CliError(
+            f"{endpoint} answered a partial result (isPartial / warnings: "
+            f"{str(body.get('warnings', ''))[:200]}); not using it"
+        )
     result = (body.get("data") or {}).get("result") or []
     if len(result) != 1:
         raise CliError(
@@ -321,21 +323,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     src = p.add_argument_group("source: a CSV file")
     src.add_argument("--trace", type=Path, help="CSV file with the load series")
-    src.add_argument(
-        "--time-col", help="time column: unix seconds or ISO-8601 (or an index, with --index-step)"
-    )
+    src.add_argument("--time-col", help="time column: unix seconds or ISO-8601 (or an index, with --index-step)")
     src.add_argument("--value-col", default="value", help="load column (default: value)")
     src.add_argument("--gap-col", help="column that is 1 in collection gaps")
     src.add_argument("--index-step", help="spacing of an index time column (or of the rows), e.g. 10m")
     src.add_argument("--time-unit", choices=sorted(TIME_UNITS), help="unit of a numeric --time-col (default s)")
-    src.add_argument(
-        "--count", action="store_true", help="the value column counts events per row: make it a rate"
-    )
+    src.add_argument("--count", action="store_true", help="the value column counts events per row: make it a rate")
     add_backend_arguments(p, required_url=False, query_timeout_default=30.0)
     prom = p.add_argument_group("source: Prometheus / VictoriaMetrics (with --prometheus-url)")
-    prom.add_argument(
-        "--query", help="PromQL returning one series, e.g. sum(rate(vllm:request_success_total[5m]))"
-    )
+    prom.add_argument("--query", help="PromQL returning one series, e.g. sum(rate(vllm:request_success_total[5m]))")
     prom.add_argument("--since", default="3d", help="how much history to pull (default 3d)")
     p.add_argument("--step", help="grid step, e.g. 5m (default: the CSV's spacing; 5m for Prometheus)")
     p.add_argument("--horizon", default="30m", help="forecast horizon, a whole number of steps (default 30m)")
@@ -351,9 +347,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="KEY=VALUE",
         help="model parameter as JSON, e.g. quantile=0.55 (for auto: NAME={...} per candidate)",
     )
-    p.add_argument(
-        "--train-fraction", type=float, default=0.5, help="share of the series used as history only"
-    )
+    p.add_argument("--train-fraction", type=float, default=0.5, help="share of the series used as history only")
     p.add_argument("--history", type=int, default=120, help="points each fit sees (default 120)")
     p.add_argument("--json", required=True, type=Path, help="write the figures here")
     p.add_argument("--plot", type=Path, help="also write a PNG of forecast vs actual over the test period")

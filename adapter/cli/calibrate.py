@@ -25,8 +25,9 @@ from adapter.errors import AdapterError, ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("calibrate", help="find the knee of a Deployment and propose the composite targets",
-                              description=__doc__)
+    p = subparsers.add_parser(
+        "calibrate", help="find the knee of a Deployment and propose the composite targets", description=__doc__
+    )
     src = p.add_argument_group("history from Prometheus / VictoriaMetrics")
     src.add_argument("--prometheus-url", help="base URL of Prometheus or VictoriaMetrics")
     src.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
@@ -35,29 +36,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     src.add_argument("--since", default="7d", help="how far back to read (default 7d)")
     src.add_argument("--end", type=float, default=None, help="unix time the history ends (default: now)")
     src.add_argument("--step", default="1m", help="resolution of the history (default 1m)")
-    src.add_argument("--window", default=None,
-                     help="replace every query's rate/latency window (default: the catalog's; e.g. 2m)")
-    src.add_argument("--histogram", default="vllm:e2e_request_latency_seconds",
-                     help="the engine's e2e latency histogram (its _bucket series decide the SLO)")
+    src.add_argument(
+        "--window", default=None, help="replace every query's rate/latency window (default: the catalog's; e.g. 2m)"
+    )
+    src.add_argument(
+        "--histogram",
+        default="vllm:e2e_request_latency_seconds",
+        help="the engine's e2e latency histogram (its _bucket series decide the SLO)",
+    )
     sim = p.add_argument_group("or a simulated fleet (--simulate)")
     sim.add_argument("--simulate", action="store_true", help="sweep a simulated fleet through steady loads")
     sim.add_argument("--pod-capacity", type=float, default=40.0, help="requests/s per pod at a full batch")
     sim.add_argument("--service-time", default="120ms", help="mean request time in a lightly loaded batch")
     sim.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
-    sim.add_argument("--queueing", choices=["mgc", "fluid"], default="mgc",
-                     help="as simulate's: mgc (default) waits before saturation, fluid only at capacity")
-    sim.add_argument("--arrival-cv2", type=float, default=1.0,
-                     help="as simulate's: squared coefficient of variation of arrivals (1 = Poisson)")
-    sim.add_argument("--trace", type=Path, default=None,
-                     help="a trace CSV (the simulate layout) whose demand growth sets the cold-start headroom")
+    sim.add_argument(
+        "--queueing",
+        choices=["mgc", "fluid"],
+        default="mgc",
+        help="as simulate's: mgc (default) waits before saturation, fluid only at capacity",
+    )
+    sim.add_argument(
+        "--arrival-cv2",
+        type=float,
+        default=1.0,
+        help="as simulate's: squared coefficient of variation of arrivals (1 = Poisson)",
+    )
+    sim.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="a trace CSV (the simulate layout) whose demand growth sets the cold-start headroom",
+    )
     cal = p.add_argument_group("what safe means")
     cal.add_argument("--slo-p99", default="0.8s", help="P99 latency SLO (default 0.8s)")
     cal.add_argument("--slo-quantile", type=float, default=0.99, help="the SLO's quantile (default 0.99)")
-    cal.add_argument("--cold-start", default="5m",
-                     help="model load + the HPA's delays: the demand growth over this long is the headroom "
-                     "(default 5m: 90-180 s load, 60 s stabilization, a 15 s sync, 30-60 s old metrics)")
-    cal.add_argument("--growth-quantile", type=float, default=0.5,
-                     help="quantile of that growth to absorb without new pods (default 0.5; see README)")
+    cal.add_argument(
+        "--cold-start",
+        default="5m",
+        help="model load + the HPA's delays: the demand growth over this long is the headroom "
+        "(default 5m: 90-180 s load, 60 s stabilization, a 15 s sync, 30-60 s old metrics)",
+    )
+    cal.add_argument(
+        "--growth-quantile",
+        type=float,
+        default=0.5,
+        help="quantile of that growth to absorb without new pods (default 0.5; see README)",
+    )
     cal.add_argument("--tolerance", type=float, default=0.1, help="the HPA controller's tolerance (default 0.1)")
     p.add_argument("--catalog", type=Path, default=None, help="metric catalog YAML (default: the embedded one)")
     p.add_argument("--composite", default=None, help="which composite (default: the forecast's base)")
@@ -75,8 +99,12 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
         from adapter.sim.simulate import latency_window
 
         service = parse_duration(args.service_time)
-        config = FleetConfig(capacity_rps=args.pod_capacity, base_service_s=service,
-                             latency_sigma=args.latency_sigma, substep_s=min(0.5, service))
+        config = FleetConfig(
+            capacity_rps=args.pod_capacity,
+            base_service_s=service,
+            latency_sigma=args.latency_sigma,
+            substep_s=min(0.5, service),
+        )
         demand, demand_step = None, 60.0
         if args.trace is not None:
             from adapter.sim.trace import load_trace
@@ -87,11 +115,19 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
             demand_step = trace.step_s
         if not (args.arrival_cv2 >= 0 and np.isfinite(args.arrival_cv2)):
             raise CliError("--arrival-cv2 must be a finite number >= 0")
-        return simulated_history(config, terms, slo_s=slo_s, deployment_load=demand, deployment_step_s=demand_step,
-                                 queueing=args.queueing == "mgc", arrival_cv2=args.arrival_cv2,
-                                 latency_window_s=latency_window(catalog))
-    missing = [f"--{n.replace('_', '-')}" for n in ("prometheus_url", "namespace", "deployment")
-               if not getattr(args, n)]
+        return simulated_history(
+            config,
+            terms,
+            slo_s=slo_s,
+            deployment_load=demand,
+            deployment_step_s=demand_step,
+            queueing=args.queueing == "mgc",
+            arrival_cv2=args.arrival_cv2,
+            latency_window_s=latency_window(catalog),
+        )
+    missing = [
+        f"--{n.replace('_', '-')}" for n in ("prometheus_url", "namespace", "deployment") if not getattr(args, n)
+    ]
     if missing:
         raise CliError(f"give {', '.join(missing)} (or --simulate)")
     step = parse_duration(args.step)
@@ -102,9 +138,19 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
 
     async def read() -> Any:
         async with open_backend(args.prometheus_url, backend=args.backend) as client:
-            return await read_history(client, catalog, terms, namespace=args.namespace, deployment=args.deployment,
-                                      start=start, end=end, step_s=step, slo_s=slo_s, window=args.window,
-                                      histogram=args.histogram)
+            return await read_history(
+                client,
+                catalog,
+                terms,
+                namespace=args.namespace,
+                deployment=args.deployment,
+                start=start,
+                end=end,
+                step_s=step,
+                slo_s=slo_s,
+                window=args.window,
+                histogram=args.histogram,
+            )
 
     return asyncio.run(read())
 
@@ -127,9 +173,15 @@ def run(args: argparse.Namespace) -> int:
         history = _history(args, catalog, terms, slo_s)
         if history.load.size == 0:
             raise CliError("no history: no pod of the Deployment had load, latency buckets and the terms' series")
-        cal = calibrate(history, terms, slo_s=slo_s, slo_quantile=args.slo_quantile,
-                        cold_start_s=parse_duration(args.cold_start), growth_quantile=args.growth_quantile,
-                        tolerance=args.tolerance)
+        cal = calibrate(
+            history,
+            terms,
+            slo_s=slo_s,
+            slo_quantile=args.slo_quantile,
+            cold_start_s=parse_duration(args.cold_start),
+            growth_quantile=args.growth_quantile,
+            tolerance=args.tolerance,
+        )
     except (CliError, ConfigError, AdapterError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,9 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="run a simulated vLLM fleet, a local Prometheus and the adapter; print kubectl commands",
     )
     p.add_argument("--pods", type=int, default=4, help="replicas of the demo Deployment (default 4)")
-    p.add_argument(
-        "--gpus-per-pod", type=int, default=2, choices=[1, 2, 4, 8], help="GPUs each pod holds (default 2)"
-    )
+    p.add_argument("--gpus-per-pod", type=int, default=2, choices=[1, 2, 4, 8], help="GPUs each pod holds (default 2)")
     # Defaults that live in DemoOptions are passed as None here, so parsing stays free of heavy imports.
     p.add_argument(
         "--speed",
@@ -24,9 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="clock compression: simulated seconds per wall second, for the trace, the fleet, the HPA and "
         "the adapter's windows (default 60: an hour a minute)",
     )
-    p.add_argument(
-        "--port", type=int, default=0, help="the adapter's port on 127.0.0.1 (default: a free one)"
-    )
+    p.add_argument("--port", type=int, default=0, help="the adapter's port on 127.0.0.1 (default: a free one)")
     p.add_argument("--exporter-port", type=int, default=0, help="the fleet exporter's port (default: free)")
     p.add_argument(
         "--duration",

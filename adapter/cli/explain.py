@@ -26,19 +26,30 @@ _POD_SOURCE_SYNC_S = 15.0
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``explain`` subcommand (``func=run``)."""
-    p = subparsers.add_parser("explain", help="show, per pod, the PromQL, raw GPU samples, terms, boost and "
-                                              "the value the HPA receives (and its desired replicas)")
+    p = subparsers.add_parser(
+        "explain",
+        help="show, per pod, the PromQL, raw GPU samples, terms, boost and "
+        "the value the HPA receives (and its desired replicas)",
+    )
     p.add_argument("--config", default=None, help="metric catalog YAML (default: the embedded catalog)")
     p.add_argument("--namespace", required=True)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--selector", help="label selector of the pods, as the HPA's scale target has it")
     which.add_argument("--deployment", help="a Deployment name: its pods, and its value as an Object metric")
     p.add_argument("--metric", required=True, help="the metric name the HPA asks for")
-    p.add_argument("--hpa", default=None, metavar="HPA.yaml",
-                   help="an autoscaling/v2 HPA manifest: also show the replicas it would want")
+    p.add_argument(
+        "--hpa",
+        default=None,
+        metavar="HPA.yaml",
+        help="an autoscaling/v2 HPA manifest: also show the replicas it would want",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--pod-source", choices=["prometheus", "kubernetes"], default="prometheus",
-                   help="pods from kube-state-metrics series (default) or from the Kubernetes API")
+    p.add_argument(
+        "--pod-source",
+        choices=["prometheus", "kubernetes"],
+        default="prometheus",
+        help="pods from kube-state-metrics series (default) or from the Kubernetes API",
+    )
     p.add_argument("--kubeconfig", default=None)
     add_backend_arguments(p, query_timeout_default=10.0)
     p.set_defaults(func=run)
@@ -64,9 +75,15 @@ async def _explain(settings: Settings, args: argparse.Namespace, hpa: HPASpec | 
             while not pods.ready() and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
             provider = PrometheusProvider(settings.catalog, client, pods, time.time, forecasts)
-            return await explain(provider, namespace=args.namespace, metric=args.metric,
-                                 selector=args.selector, deployment=args.deployment, hpa=hpa,
-                                 refresh_forecast=True)
+            return await explain(
+                provider,
+                namespace=args.namespace,
+                metric=args.metric,
+                selector=args.selector,
+                deployment=args.deployment,
+                hpa=hpa,
+                refresh_forecast=True,
+            )
         finally:
             if forecasts is not None:
                 await forecasts.close()
@@ -83,9 +100,13 @@ def run(args: argparse.Namespace) -> int:
     from adapter.query.backend import backend_settings
     from adapter.settings import Settings, load_catalog
 
-    settings = Settings(**backend_settings(args), catalog=load_catalog(args.config), pod_source=args.pod_source,
-                        kubeconfig=args.kubeconfig)
-    hpa = load_hpa(args.hpa) if args.hpa else None   # a bad manifest is a ConfigError: exit 2 in __main__
+    settings = Settings(
+        **backend_settings(args),
+        catalog=load_catalog(args.config),
+        pod_source=args.pod_source,
+        kubeconfig=args.kubeconfig,
+    )
+    hpa = load_hpa(args.hpa) if args.hpa else None  # a bad manifest is a ConfigError: exit 2 in __main__
     try:
         ex = asyncio.run(_explain(settings, args, hpa))
     except AdapterError as err:

@@ -16,44 +16,81 @@ from adapter.settings import Settings, load_catalog
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("serve", help="serve custom.metrics.k8s.io from Prometheus or VictoriaMetrics")
     p.add_argument("--bind", default="0.0.0.0:6443", help="HOST:PORT to listen on (default 0.0.0.0:6443)")
-    p.add_argument("--insecure-plain-http", action="store_true",
-                   help="serve plain HTTP without authentication: local use only")
+    p.add_argument(
+        "--insecure-plain-http", action="store_true", help="serve plain HTTP without authentication: local use only"
+    )
     tls = p.add_argument_group("TLS and authentication (HTTPS, the default)")
     tls.add_argument("--tls-cert-file", help="serving certificate (PEM); reloaded when it changes")
     tls.add_argument("--tls-private-key-file", help="its private key (PEM)")
     tls.add_argument("--client-ca-file", help="CA for plain client certificates (user = CN, groups = O)")
-    tls.add_argument("--requestheader-client-ca-file",
-                     help="CA of the front proxy (kube-aggregator); default: from the cluster's "
-                          "kube-system/extension-apiserver-authentication ConfigMap")
-    tls.add_argument("--requestheader-allowed-names", default=None,
-                     help="comma-separated CNs allowed to assert X-Remote-* headers (empty: any CN of the CA)")
+    tls.add_argument(
+        "--requestheader-client-ca-file",
+        help="CA of the front proxy (kube-aggregator); default: from the cluster's "
+        "kube-system/extension-apiserver-authentication ConfigMap",
+    )
+    tls.add_argument(
+        "--requestheader-allowed-names",
+        default=None,
+        help="comma-separated CNs allowed to assert X-Remote-* headers (empty: any CN of the CA)",
+    )
     tls.add_argument("--requestheader-username-headers", default="X-Remote-User")
     tls.add_argument("--requestheader-group-headers", default="X-Remote-Group")
     tls.add_argument("--requestheader-extra-headers-prefix", default="X-Remote-Extra-")
-    tls.add_argument("--authentication-kubeconfig", "--authorization-kubeconfig", dest="auth_kubeconfig",
-                     help="kubeconfig for TokenReview/SubjectAccessReview (default: in-cluster)")
-    tls.add_argument("--authentication-skip-lookup", action="store_true",
-                     help="do not read kube-system/extension-apiserver-authentication")
-    tls.add_argument("--no-kubernetes-auth", action="store_true",
-                     help="no TokenReview/SubjectAccessReview: only system:masters and health paths (local use)")
+    tls.add_argument(
+        "--authentication-kubeconfig",
+        "--authorization-kubeconfig",
+        dest="auth_kubeconfig",
+        help="kubeconfig for TokenReview/SubjectAccessReview (default: in-cluster)",
+    )
+    tls.add_argument(
+        "--authentication-skip-lookup",
+        action="store_true",
+        help="do not read kube-system/extension-apiserver-authentication",
+    )
+    tls.add_argument(
+        "--no-kubernetes-auth",
+        action="store_true",
+        help="no TokenReview/SubjectAccessReview: only system:masters and health paths (local use)",
+    )
     lim = p.add_argument_group("limits against hostile clients (see adapter/protocol.py)")
-    lim.add_argument("--max-connections", type=int, default=DEFAULT_LIMITS.max_connections,
-                     help="open connections at most; one more is answered 503 and closed (default %(default)s)")
-    lim.add_argument("--request-header-timeout", type=float, default=DEFAULT_LIMITS.header_timeout_s,
-                     help="seconds a TLS handshake, then each request head, may take; then 408 and close "
-                          "(default %(default)g, kube-apiserver's ReadHeaderTimeout)")
-    lim.add_argument("--authentication-configmap-refresh", type=float, default=60.0,
-                     help="seconds between re-reads of kube-system/extension-apiserver-authentication "
-                          "(front-proxy CA rotation; default %(default)g)")
+    lim.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_LIMITS.max_connections,
+        help="open connections at most; one more is answered 503 and closed (default %(default)s)",
+    )
+    lim.add_argument(
+        "--request-header-timeout",
+        type=float,
+        default=DEFAULT_LIMITS.header_timeout_s,
+        help="seconds a TLS handshake, then each request head, may take; then 408 and close "
+        "(default %(default)g, kube-apiserver's ReadHeaderTimeout)",
+    )
+    lim.add_argument(
+        "--authentication-configmap-refresh",
+        type=float,
+        default=60.0,
+        help="seconds between re-reads of kube-system/extension-apiserver-authentication "
+        "(front-proxy CA rotation; default %(default)g)",
+    )
     p.add_argument("--config", default=None, help="metric catalog YAML (default: the embedded catalog)")
-    p.add_argument("--pod-source", choices=["auto", "kubernetes", "prometheus"], default="auto",
-                   help="where pods behind a selector come from: the Kubernetes API, or kube-state-metrics "
-                        "series (auto: kubernetes when in a cluster or a kubeconfig exists)")
+    p.add_argument(
+        "--pod-source",
+        choices=["auto", "kubernetes", "prometheus"],
+        default="auto",
+        help="where pods behind a selector come from: the Kubernetes API, or kube-state-metrics "
+        "series (auto: kubernetes when in a cluster or a kubeconfig exists)",
+    )
     p.add_argument("--kubeconfig", default=None)
-    p.add_argument("--pod-cache-ttl", type=float, default=10.0,
-                   help="seconds kube-state-metrics pod membership is reused (pod source prometheus; default 10)")
-    p.add_argument("--forecast-tick", type=float, default=5.0,
-                   help="seconds between looks for workloads due a refit (default 5)")
+    p.add_argument(
+        "--pod-cache-ttl",
+        type=float,
+        default=10.0,
+        help="seconds kube-state-metrics pod membership is reused (pod source prometheus; default 10)",
+    )
+    p.add_argument(
+        "--forecast-tick", type=float, default=5.0, help="seconds between looks for workloads due a refit (default 5)"
+    )
     add_backend_arguments(p)
     p.set_defaults(func=run)
 
@@ -61,8 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _pod_source(choice: str, kubeconfig: str | None) -> str:
     if choice != "auto":
         return choice
-    if os.environ.get("KUBERNETES_SERVICE_HOST") or kubeconfig or os.environ.get("KUBECONFIG") \
-            or os.path.exists(os.path.expanduser("~/.kube/config")):
+    if (
+        os.environ.get("KUBERNETES_SERVICE_HOST")
+        or kubeconfig
+        or os.environ.get("KUBECONFIG")
+        or os.path.exists(os.path.expanduser("~/.kube/config"))
+    ):
         return "kubernetes"
     return "prometheus"
 
@@ -80,20 +121,25 @@ def _csv(text: str) -> tuple[str, ...]:
 
 def security_from(args: argparse.Namespace) -> Security:
     if not (args.tls_cert_file and args.tls_private_key_file):
-        raise ConfigError("HTTPS needs --tls-cert-file and --tls-private-key-file (make them with "
-                          "`python -m adapter certs`), or pass --insecure-plain-http for local plain HTTP")
+        raise ConfigError(
+            "HTTPS needs --tls-cert-file and --tls-private-key-file (make them with "
+            "`python -m adapter certs`), or pass --insecure-plain-http for local plain HTTP"
+        )
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     use_cluster = not args.no_kubernetes_auth and bool(args.auth_kubeconfig or in_cluster)
     opts = SecurityOptions(
-        tls=TLSFiles(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file,
-                     args.requestheader_client_ca_file),
+        tls=TLSFiles(
+            args.tls_cert_file, args.tls_private_key_file, args.client_ca_file, args.requestheader_client_ca_file
+        ),
         allowed_names=None if args.requestheader_allowed_names is None else _csv(args.requestheader_allowed_names),
         username_headers=_csv(args.requestheader_username_headers),
         group_headers=_csv(args.requestheader_group_headers),
         extra_prefixes=_csv(args.requestheader_extra_headers_prefix),
-        kubeconfig=args.auth_kubeconfig, use_cluster=use_cluster,
+        kubeconfig=args.auth_kubeconfig,
+        use_cluster=use_cluster,
         lookup_configmap=not args.authentication_skip_lookup,
-        configmap_refresh_s=args.authentication_configmap_refresh)
+        configmap_refresh_s=args.authentication_configmap_refresh,
+    )
     return Security(opts)
 
 
@@ -102,10 +148,14 @@ def run(args: argparse.Namespace) -> int:
 
     security = None if args.insecure_plain_http else security_from(args)
     host, port = parse_bind(args.bind)
-    settings = Settings(**backend_settings(args), catalog=load_catalog(args.config),
-                        pod_source=_pod_source(args.pod_source, args.kubeconfig),  # type: ignore[arg-type]
-                        kubeconfig=args.kubeconfig,
-                        pod_cache_ttl_s=args.pod_cache_ttl, forecast_tick_s=args.forecast_tick)
+    settings = Settings(
+        **backend_settings(args),
+        catalog=load_catalog(args.config),
+        pod_source=_pod_source(args.pod_source, args.kubeconfig),  # type: ignore[arg-type]
+        kubeconfig=args.kubeconfig,
+        pod_cache_ttl_s=args.pod_cache_ttl,
+        forecast_tick_s=args.forecast_tick,
+    )
     if args.max_connections < 1 or args.request_header_timeout <= 0:
         raise ConfigError("--max-connections must be at least 1 and --request-header-timeout positive")
     limits = ServingLimits(max_connections=args.max_connections, header_timeout_s=args.request_header_timeout)

@@ -134,15 +134,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--json", required=True, type=Path, help="write the figures here")
     p.add_argument("--plot", type=Path, help="also write a PNG of replicas and load over time")
     live = p.add_argument_group("closed loop against the real server (--live)")
-    live.add_argument(
-        "--live", action="store_true", help="run one policy against a real Prometheus + adapter"
-    )
+    live.add_argument("--live", action="store_true", help="run one policy against a real Prometheus + adapter")
     live.add_argument(
         "--speed", type=float, default=20.0, help="simulated seconds per wall second in --live (default 20)"
     )
-    live.add_argument(
-        "--scrape-interval", default="500ms", help="Prometheus scrape interval in --live (wall)"
-    )
+    live.add_argument("--scrape-interval", default="500ms", help="Prometheus scrape interval in --live (wall)")
     p.set_defaults(func=run)
 
 
@@ -250,19 +246,13 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
     trace = _load_trace(args)
     if args.peak_rps is not None and args.peak_pods is not None:
         raise ValueError("give --peak-pods or --peak-rps, not both")
-    peak = (
-        args.peak_rps
-        if args.peak_rps is not None
-        else (args.peak_pods or _DEFAULT_PEAK_PODS) * args.pod_capacity
-    )
+    peak = args.peak_rps if args.peak_rps is not None else (args.peak_pods or _DEFAULT_PEAK_PODS) * args.pod_capacity
     scaled = ScaledTrace(trace, peak_rps=peak)
     offset = _start_offset(args.start, policies, trace.duration_s, parse_duration)
     if args.days is not None and args.duration is not None:
         raise ValueError("give --duration or --days, not both")
     duration = (
-        args.days * 86_400.0
-        if args.days is not None
-        else (parse_duration(args.duration) if args.duration else None)
+        args.days * 86_400.0 if args.days is not None else (parse_duration(args.duration) if args.duration else None)
     )
     sync = 15.0
     start = math.floor((trace.start_s + offset) / sync) * sync
@@ -364,9 +354,7 @@ def _run_live(
         "physics": physics(config.fleet),
         "scrape_interval_s": options.scrape_interval_s,
     }
-    json_path.write_text(
-        json.dumps(live_document(policy, live, comparison, inputs), indent=2) + "\n", encoding="utf-8"
-    )
+    json_path.write_text(json.dumps(live_document(policy, live, comparison, inputs), indent=2) + "\n", encoding="utf-8")
     if plot_path is not None:
         write_live_plot(live, offline, plot_path)
     print("\n".join(live_lines(live, offline, comparison)))

@@ -155,9 +155,7 @@ def _render_dcgm(snapshot: FleetSnapshot, exported_nodes: frozenset[str], out: l
     # HELP text from dcgm-exporter's etc/default-counters.csv.
     xid = _Family("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.")
     for gpu in snapshot.gpus:
-        labels = _dcgm_labels(
-            gpu, exported=gpu.node in exported_nodes, exporter_pod=_dcgm_exporter_pod(gpu.node)
-        )
+        labels = _dcgm_labels(gpu, exported=gpu.node in exported_nodes, exporter_pod=_dcgm_exporter_pod(gpu.node))
         util.add(labels, _int(gpu.util_pct))
         copy.add(labels, _int(gpu.mem_copy_util_pct))
         fb_free.add(labels, _int(gpu.fb_free_mib))
@@ -187,9 +185,7 @@ def _render_vllm(snapshot: FleetSnapshot, out: list[str]) -> None:
     waiting = _Family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
     kv = _Family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.")
     success = _Family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
-    e2e = _Family(
-        "vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds."
-    )
+    e2e = _Family("vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds.")
     # A loading pod's vLLM server is not up yet: it has no /metrics, so it has no series.
     for pod in (p for p in snapshot.pods if p.serving):
         base = _vllm_labels(snapshot, pod)
@@ -214,22 +210,14 @@ def _render_vllm(snapshot: FleetSnapshot, out: list[str]) -> None:
 def _render_ksm(snapshot: FleetSnapshot, epoch: float, out: list[str]) -> None:
     dep = snapshot.deployment
     rs_hash = snapshot.replicaset.rsplit("-", 1)[1]
-    pod_labels = _Family(
-        "kube_pod_labels", "gauge", "[STABLE] Kubernetes labels converted to Prometheus labels."
-    )
+    pod_labels = _Family("kube_pod_labels", "gauge", "[STABLE] Kubernetes labels converted to Prometheus labels.")
     owner = _Family("kube_pod_owner", "gauge", "[STABLE] Information about the Pod's owner.")
     phase = _Family("kube_pod_status_phase", "gauge", "[STABLE] The pods current phase.")
-    ready = _Family(
-        "kube_pod_status_ready", "gauge", "[STABLE] Describes whether the pod is ready to serve requests."
-    )
+    ready = _Family("kube_pod_status_ready", "gauge", "[STABLE] Describes whether the pod is ready to serve requests.")
     deletion = _Family("kube_pod_deletion_timestamp", "gauge", "Unix deletion timestamp")
     rs_owner = _Family("kube_replicaset_owner", "gauge", "[STABLE] Information about the ReplicaSet's owner.")
-    spec = _Family(
-        "kube_deployment_spec_replicas", "gauge", "[STABLE] Number of desired pods for a deployment."
-    )
-    status = _Family(
-        "kube_deployment_status_replicas", "gauge", "[STABLE] The number of replicas per deployment."
-    )
+    spec = _Family("kube_deployment_spec_replicas", "gauge", "[STABLE] Number of desired pods for a deployment.")
+    status = _Family("kube_deployment_status_replicas", "gauge", "[STABLE] The number of replicas per deployment.")
     # kube-state-metrics v2 emits label_* only for labels allowed by --metric-labels-allowlist; the demo
     # behaves as if pods=[*] were allowed. Kubernetes adds pod-template-hash to every ReplicaSet pod.
     template_labels = {**dep.labels, "pod-template-hash": rs_hash}
@@ -528,9 +516,7 @@ class MetricsExporter:
         if self._server is not None:
             return
         self._server = _Server(self._address, self.runner)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="metrics-exporter", daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-exporter", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

@@ -50,8 +50,13 @@ def raw_queries(catalog: Catalog, metrics: Sequence[str], scope: Scope) -> dict[
         selectors = list(dict.fromkeys(_RAW_SELECTOR.findall(mdef.query)))
         if not selectors:
             continue
-        raw = MetricDef(name=name, help="", query=" or ".join(f"{s}{{<<matchers>>}}" for s in selectors),
-                        reduce="max", objects="max")
+        raw = MetricDef(
+            name=name,
+            help="",
+            query=" or ".join(f"{s}{{<<matchers>>}}" for s in selectors),
+            reduce="max",
+            objects="max",
+        )
         out[name] = render(raw, catalog, scope, EVERYTHING)
     return out
 
@@ -75,39 +80,64 @@ def gpu_metric(name: str, catalog: Catalog, raw: Mapping[str, list[Sample]]) -> 
     return any(any(s.labels.get(g) for g in catalog.gpu_labels) for s in raw.get(name, ()))
 
 
-def _term_missing(name: str, pod: str, namespace: str, catalog: Catalog, raw: Mapping[str, list[Sample]],
-                  pod_raw: list[Sample]) -> str:
+def _term_missing(
+    name: str, pod: str, namespace: str, catalog: Catalog, raw: Mapping[str, list[Sample]], pod_raw: list[Sample]
+) -> str:
     mdef = catalog.metrics[name]
     pod_labels = "/".join(lay.pod for lay in catalog.layouts)
     if gpu_metric(name, catalog, raw):
         if not pod_raw:
             selectors = ", ".join(dict.fromkeys(_RAW_SELECTOR.findall(mdef.query)))
-            return (f"no GPU series: {selectors} has no series for pod {pod} in namespace {namespace} "
-                    f"under any pod label ({pod_labels}); is dcgm-exporter running on its node with pod "
-                    "attribution?")
+            return (
+                f"no GPU series: {selectors} has no series for pod {pod} in namespace {namespace} "
+                f"under any pod label ({pod_labels}); is dcgm-exporter running on its node with pod "
+                "attribution?"
+            )
         return f"{name}: the pod's GPU series have no finite value"
     if mdef.window is not None:
-        return (f"no data for {name} over its {mdef.window} window (e.g. no request finished in it, or the "
-                f"engine is not scraped with pod labels {pod_labels})")
+        return (
+            f"no data for {name} over its {mdef.window} window (e.g. no request finished in it, or the "
+            f"engine is not scraped with pod labels {pod_labels})"
+        )
     return f"no series for {name} for this pod (query returned nothing with pod labels {pod_labels})"
 
 
-def build(*, catalog: Catalog, namespace: str, metric: str, base: str, pods: Sequence[str],
-          reading: MetricReading | None, raw: Mapping[str, list[Sample]], raw_promql: Mapping[str, str],
-          served: Mapping[str, float], boost: float, forecast: ForecastExplanation | None,
-          selector: str | None = None, deployment: str | None = None, object_value: float | None = None,
-          hpa: HPAExplanation | None = None, problems: Sequence[str] = (),
-          data_age_s: float | None = None) -> Explanation:
+def build(
+    *,
+    catalog: Catalog,
+    namespace: str,
+    metric: str,
+    base: str,
+    pods: Sequence[str],
+    reading: MetricReading | None,
+    raw: Mapping[str, list[Sample]],
+    raw_promql: Mapping[str, str],
+    served: Mapping[str, float],
+    boost: float,
+    forecast: ForecastExplanation | None,
+    selector: str | None = None,
+    deployment: str | None = None,
+    object_value: float | None = None,
+    hpa: HPAExplanation | None = None,
+    problems: Sequence[str] = (),
+    data_age_s: float | None = None,
+) -> Explanation:
     """Assemble the explanation from what the provider answered (pure)."""
     problems = list(problems)
     if reading is not None:
         problems += [f"refused: {note}" for note in reading.rejected]
     names = read_metrics(catalog, base) if reading is not None else []
     terms_of = {t.metric: t for t in catalog.composites[base].terms} if base in catalog.composites else {}
-    raw_by_pod = {n: group_by_pod(raw.get(n, []), catalog.layouts_for(catalog.metrics[n]) if n in catalog.metrics
-                                  else catalog.layouts, namespace, pods,
-                                  nonnegative=n in catalog.metrics and catalog.metrics[n].nonnegative)
-                  for n in raw}
+    raw_by_pod = {
+        n: group_by_pod(
+            raw.get(n, []),
+            catalog.layouts_for(catalog.metrics[n]) if n in catalog.metrics else catalog.layouts,
+            namespace,
+            pods,
+            nonnegative=n in catalog.metrics and catalog.metrics[n].nonnegative,
+        )
+        for n in raw
+    }
     out = []
     for pod in pods:
         missing: list[str] = []
@@ -118,8 +148,9 @@ def build(*, catalog: Catalog, namespace: str, metric: str, base: str, pods: Seq
             assert reading is not None
             pv = reading.values.get(pod) if name == base else None
             pod_raw = raw_by_pod.get(name, {}).get(pod, [])
-            gpus = [GpuSample({g: s.labels[g] for g in catalog.gpu_labels if s.labels.get(g)}, s.value)
-                    for s in pod_raw]
+            gpus = [
+                GpuSample({g: s.labels[g] for g in catalog.gpu_labels if s.labels.get(g)}, s.value) for s in pod_raw
+            ]
             p90 = reduce_values([g.value for g in gpus], "p90") if gpus else None
             part = parts.get(name)
             if pv is None and reading.terms is not None and pod in reading.terms.get(name, {}):
@@ -130,44 +161,80 @@ def build(*, catalog: Catalog, namespace: str, metric: str, base: str, pods: Seq
                 miss = _term_missing(name, pod, namespace, catalog, raw, pod_raw)
                 missing.append(miss)
             spec = terms_of.get(name)
-            terms.append(TermExplanation(
-                metric=name, value=value, target=spec.target if spec else None,
-                weight=part.weight if part else None, normalized=part.normalized if part else None,
-                contribution=part.contribution if part else None, gpu_samples=gpus, gpu_p90=p90,
-                missing=miss))
-        base_value = cv.value if cv is not None else (
-            reading.values[pod].value if reading is not None and pod in reading.values else None)
+            terms.append(
+                TermExplanation(
+                    metric=name,
+                    value=value,
+                    target=spec.target if spec else None,
+                    weight=part.weight if part else None,
+                    normalized=part.normalized if part else None,
+                    contribution=part.contribution if part else None,
+                    gpu_samples=gpus,
+                    gpu_p90=p90,
+                    missing=miss,
+                )
+            )
+        base_value = (
+            cv.value
+            if cv is not None
+            else (reading.values[pod].value if reading is not None and pod in reading.values else None)
+        )
         if reading is not None and base_value is None:
-            missing.append(f"no value for {base}: the pod is left out of the answer (the HPA treats a pod "
-                           "without a value as missing data)")
+            missing.append(
+                f"no value for {base}: the pod is left out of the answer (the HPA treats a pod "
+                "without a value as missing data)"
+            )
         if forecast is not None and forecast.reason != "ok":
             missing.append(f"forecast degraded ({forecast.reason}): boost is {forecast.boost:g}")
         value_served = served.get(pod)
-        out.append(PodExplanation(pod=pod, terms=terms, value=base_value, boost=boost, served=value_served,
-                                  quantity=quantity(value_served) if value_served is not None else None,
-                                  missing=missing))
+        out.append(
+            PodExplanation(
+                pod=pod,
+                terms=terms,
+                value=base_value,
+                boost=boost,
+                served=value_served,
+                quantity=quantity(value_served) if value_served is not None else None,
+                missing=missing,
+            )
+        )
     if not pods:
         what = f"Deployment {deployment}" if deployment else f"selector {selector}"
         problems.append(f"no pod matches {what} in namespace {namespace}")
-    return Explanation(namespace=namespace, metric=metric, base_metric=base, selector=selector,
-                       deployment=deployment, pods=out,
-                       queries=dict(reading.queries) if reading is not None else {},
-                       raw_queries=dict(raw_promql),
-                       object_value=object_value,
-                       object_quantity=quantity(object_value) if object_value is not None else None,
-                       forecast=forecast, hpa=hpa, problems=problems, data_age_s=data_age_s)
+    return Explanation(
+        namespace=namespace,
+        metric=metric,
+        base_metric=base,
+        selector=selector,
+        deployment=deployment,
+        pods=out,
+        queries=dict(reading.queries) if reading is not None else {},
+        raw_queries=dict(raw_promql),
+        object_value=object_value,
+        object_quantity=quantity(object_value) if object_value is not None else None,
+        forecast=forecast,
+        hpa=hpa,
+        problems=problems,
+        data_age_s=data_age_s,
+    )
 
 
-def explain_forecast(key: WorkloadKey, state: ForecastState | None, boost: float,
-                     reason: str) -> ForecastExplanation:
+def explain_forecast(key: WorkloadKey, state: ForecastState | None, boost: float, reason: str) -> ForecastExplanation:
     """The forecast section from the service's state and its ``boost(key)`` answer."""
     workload = ",".join(key.deployments)
     if state is None:
         return ForecastExplanation(workload, "", reason, boost, None, None, None, None)
     values = [float(v) for v in state.forecast] if state.forecast is not None else None
-    return ForecastExplanation(workload, state.model, reason, boost,
-                               state.current if math.isfinite(state.current) else None, values, state.peak,
-                               state.step_ts)
+    return ForecastExplanation(
+        workload,
+        state.model,
+        reason,
+        boost,
+        state.current if math.isfinite(state.current) else None,
+        values,
+        state.peak,
+        state.step_ts,
+    )
 
 
 def _uses(m: MetricSpec, metric: str, deployment: str | None) -> bool:
@@ -175,12 +242,23 @@ def _uses(m: MetricSpec, metric: str, deployment: str | None) -> bool:
         return False
     if m.type == "Pods":
         return True
-    return (m.type == "Object" and m.described_object is not None and m.described_object.kind == "Deployment"
-            and (deployment is None or m.described_object.name == deployment))
+    return (
+        m.type == "Object"
+        and m.described_object is not None
+        and m.described_object.kind == "Deployment"
+        and (deployment is None or m.described_object.name == deployment)
+    )
 
 
-def explain_hpa(spec: HPASpec, metric: str, served: Mapping[str, float], object_value: float | None,
-                pods: Sequence[str], now: float, deployment: str | None = None) -> HPAExplanation:
+def explain_hpa(
+    spec: HPASpec,
+    metric: str,
+    served: Mapping[str, float],
+    object_value: float | None,
+    pods: Sequence[str],
+    now: float,
+    deployment: str | None = None,
+) -> HPAExplanation:
     """Run the HPA model on the values the API serves, for the ``spec.metrics`` entries using ``metric``.
 
     The controller is fresh (no recommendation history) and the current replica count is the number of
@@ -190,8 +268,17 @@ def explain_hpa(spec: HPASpec, metric: str, served: Mapping[str, float], object_
     ignored = [m.describe() for m in spec.metrics if m not in used]
     current = len(pods)
     if not used:
-        return HPAExplanation(spec.name, [], ignored, current, None, None, None, "NotExplained",
-                              f"the HPA has no Pods or Object(Deployment) metric named {metric}")
+        return HPAExplanation(
+            spec.name,
+            [],
+            ignored,
+            current,
+            None,
+            None,
+            None,
+            "NotExplained",
+            f"the HPA has no Pods or Object(Deployment) metric named {metric}",
+        )
     readings = []
     for m in used:
         if m.type == "Pods":
@@ -202,10 +289,22 @@ def explain_hpa(spec: HPASpec, metric: str, served: Mapping[str, float], object_
         else:
             readings.append(HPAReading.failed(f"no value for {m.describe()}: name the Deployment"))
     model = HPAModel(dataclasses.replace(spec, metrics=tuple(used)), recommendations=())
-    decision = model.reconcile(now, spec_replicas=current, status_replicas=current, metrics=readings,
-                               pods=[PodInfo(p, start_time=now - 3600.0) for p in pods])
+    decision = model.reconcile(
+        now,
+        spec_replicas=current,
+        status_replicas=current,
+        metrics=readings,
+        pods=[PodInfo(p, start_time=now - 3600.0) for p in pods],
+    )
     usage = next((p.usage for p in decision.proposals if p.usage is not None), None)
-    return HPAExplanation(spec.name, [m.describe() for m in used], ignored, current,
-                          quantity(usage / 1000) if usage is not None else None, decision.metric_replicas,
-                          decision.desired_replicas if decision.metric_replicas is not None else None,
-                          decision.reason, decision.error)
+    return HPAExplanation(
+        spec.name,
+        [m.describe() for m in used],
+        ignored,
+        current,
+        quantity(usage / 1000) if usage is not None else None,
+        decision.metric_replicas,
+        decision.desired_replicas if decision.metric_replicas is not None else None,
+        decision.reason,
+        decision.error,
+    )

@@ -37,16 +37,24 @@ class ExplainSource(MetricsProvider, Protocol):
 
     def knows(self, metric: str, resource: str | None = None) -> bool: ...
     def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None: ...
-    async def read(self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING,
-                   at: float | None = None) -> MetricReading: ...
+    async def read(
+        self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING, at: float | None = None
+    ) -> MetricReading: ...
     async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]: ...
     async def pods_for_deployment(self, namespace: str, name: str) -> list[str]: ...
     async def raw_query(self, promql: PromQL, at: float) -> list[Sample]: ...
 
 
-async def explain(provider: ExplainSource, *, namespace: str, metric: str, selector: str | None = None,
-                  deployment: str | None = None, hpa: HPASpec | None = None,
-                  refresh_forecast: bool = False) -> Explanation:
+async def explain(
+    provider: ExplainSource,
+    *,
+    namespace: str,
+    metric: str,
+    selector: str | None = None,
+    deployment: str | None = None,
+    hpa: HPASpec | None = None,
+    refresh_forecast: bool = False,
+) -> Explanation:
     """Explain ``metric`` for the pods of ``selector`` or ``deployment`` in ``namespace``.
 
     ``refresh_forecast`` pulls the history and fits once when the provider holds no forecast for the
@@ -90,10 +98,23 @@ async def explain(provider: ExplainSource, *, namespace: str, metric: str, selec
 
     if metric in forecast_metrics:
         object_value = await _object_value(provider, namespace, deployment, metric, problems)
-        return build(catalog=catalog, namespace=namespace, metric=metric, base=metric, pods=pods,
-                     reading=None, raw={}, raw_promql={}, served={}, boost=boost, forecast=forecast,
-                     selector=selector,
-                     deployment=deployment, object_value=object_value, problems=problems)
+        return build(
+            catalog=catalog,
+            namespace=namespace,
+            metric=metric,
+            base=metric,
+            pods=pods,
+            reading=None,
+            raw={},
+            raw_promql={},
+            served={},
+            boost=boost,
+            forecast=forecast,
+            selector=selector,
+            deployment=deployment,
+            object_value=object_value,
+            problems=problems,
+        )
 
     reading = None
     raw: dict[str, list[Sample]] = {}
@@ -109,10 +130,11 @@ async def explain(provider: ExplainSource, *, namespace: str, metric: str, selec
         for name, q in raw_promql.items():
             raw[name] = await provider.raw_query(q, at)
         for name in [n for n in raw_promql if not gpu_metric(n, catalog, raw)]:
-            del raw[name], raw_promql[name]   # per-engine series, not per-GPU: nothing to show
+            del raw[name], raw_promql[name]  # per-engine series, not per-GPU: nothing to show
         if sel is not None:
-            samples = await provider.get_metric_by_selector(namespace, sel, MetricInfo("pods", metric, True),
-                                                            EVERYTHING)
+            samples = await provider.get_metric_by_selector(
+                namespace, sel, MetricInfo("pods", metric, True), EVERYTHING
+            )
             served = {s.obj.name: s.value for s in samples}
         else:
             for pod in pods:
@@ -123,27 +145,45 @@ async def explain(provider: ExplainSource, *, namespace: str, metric: str, selec
     hpa_part = None
     if hpa is not None:
         hpa_part = explain_hpa(hpa, metric, served, object_value, pods, provider.clock(), deployment)
-    return build(catalog=catalog, namespace=namespace, metric=metric, base=base, pods=pods, reading=reading,
-                 raw=raw, raw_promql=raw_promql, served=served, boost=boost, forecast=forecast,
-                 selector=selector, deployment=deployment, object_value=object_value, hpa=hpa_part,
-                 problems=problems, data_age_s=provider.data_age(namespace, base))
+    return build(
+        catalog=catalog,
+        namespace=namespace,
+        metric=metric,
+        base=base,
+        pods=pods,
+        reading=reading,
+        raw=raw,
+        raw_promql=raw_promql,
+        served=served,
+        boost=boost,
+        forecast=forecast,
+        selector=selector,
+        deployment=deployment,
+        object_value=object_value,
+        hpa=hpa_part,
+        problems=problems,
+        data_age_s=provider.data_age(namespace, base),
+    )
 
 
-async def _by_name(provider: ExplainSource, obj: ObjectRef, resource: str,
-                   metric: str) -> MetricSample | None:
+async def _by_name(provider: ExplainSource, obj: ObjectRef, resource: str, metric: str) -> MetricSample | None:
     try:
         return await provider.get_metric_by_name(obj, MetricInfo(resource, metric, True), EVERYTHING)
     except NotFound:
         return None
 
 
-async def _object_value(provider: ExplainSource, namespace: str, deployment: str | None, metric: str,
-                        problems: list[str]) -> float | None:
+async def _object_value(
+    provider: ExplainSource, namespace: str, deployment: str | None, metric: str, problems: list[str]
+) -> float | None:
     if deployment is None:
         return None
     try:
-        sample = await provider.get_metric_by_name(ObjectRef("Deployment", "apps/v1", deployment, namespace),
-                                                   MetricInfo("deployments.apps", metric, True), EVERYTHING)
+        sample = await provider.get_metric_by_name(
+            ObjectRef("Deployment", "apps/v1", deployment, namespace),
+            MetricInfo("deployments.apps", metric, True),
+            EVERYTHING,
+        )
     except AdapterError as exc:
         problems.append(f"Deployment {deployment}: {exc.message}")
         return None

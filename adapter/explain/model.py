@@ -24,13 +24,13 @@ class TermExplanation:
     """One metric of the pod (a composite's term, or the metric itself)."""
 
     metric: str
-    value: float | None                   # the pod's value as the provider computed it; None = no data
-    target: float | None = None           # composite terms only
-    weight: float | None = None           # its share of the composite's weights
-    normalized: float | None = None       # (value - idle) / (target - idle)
-    contribution: float | None = None     # weight x normalized
+    value: float | None  # the pod's value as the provider computed it; None = no data
+    target: float | None = None  # composite terms only
+    weight: float | None = None  # its share of the composite's weights
+    normalized: float | None = None  # (value - idle) / (target - idle)
+    contribution: float | None = None  # weight x normalized
     gpu_samples: list[GpuSample] = field(default_factory=list)
-    gpu_p90: float | None = None          # numpy P90 of the raw samples: checks the backend's reduction
+    gpu_p90: float | None = None  # numpy P90 of the raw samples: checks the backend's reduction
     missing: str | None = None
 
 
@@ -40,10 +40,10 @@ class PodExplanation:
 
     pod: str
     terms: list[TermExplanation]
-    value: float | None                   # the base value (composite or metric) before any boost
+    value: float | None  # the base value (composite or metric) before any boost
     boost: float
-    served: float | None                  # what the API serves for this pod; None = the pod is omitted
-    quantity: str | None                  # the served value as the wire shows it
+    served: float | None  # what the API serves for this pod; None = the pod is omitted
+    quantity: str | None  # the served value as the wire shows it
     missing: list[str]
 
 
@@ -53,7 +53,7 @@ class ForecastExplanation:
 
     workload: str
     model: str
-    reason: str                           # ok, pending, stale, or why the boost is 1
+    reason: str  # ok, pending, stale, or why the boost is 1
     boost: float
     current_load: float | None
     forecast: list[float] | None
@@ -66,12 +66,12 @@ class HPAExplanation:
     """What the HPA controller would do with these values (``adapter.hpa``, a fresh controller)."""
 
     name: str
-    metrics: list[str]                    # the spec.metrics entries that use this metric
-    ignored: list[str]                    # the other entries (not explained: their values are not ours)
+    metrics: list[str]  # the spec.metrics entries that use this metric
+    ignored: list[str]  # the other entries (not explained: their values are not ours)
     current_replicas: int
-    usage: str | None                     # the metric's usage as the HPA computes it (a Quantity)
-    metric_replicas: int | None           # the replica formula's proposal
-    desired_replicas: int | None          # after min/max, stabilization and rate limits
+    usage: str | None  # the metric's usage as the HPA computes it (a Quantity)
+    metric_replicas: int | None  # the replica formula's proposal
+    desired_replicas: int | None  # after min/max, stabilization and rate limits
     reason: str
     error: str | None = None
 
@@ -86,14 +86,14 @@ class Explanation:
     selector: str | None
     deployment: str | None
     pods: list[PodExplanation]
-    queries: dict[str, str]               # metric -> the PromQL the provider sent
-    raw_queries: dict[str, str]           # metric -> the raw per-GPU query explain sent
-    object_value: float | None = None     # the Deployment's value (Object metric), when a Deployment is named
+    queries: dict[str, str]  # metric -> the PromQL the provider sent
+    raw_queries: dict[str, str]  # metric -> the raw per-GPU query explain sent
+    object_value: float | None = None  # the Deployment's value (Object metric), when a Deployment is named
     object_quantity: str | None = None
     forecast: ForecastExplanation | None = None
     hpa: HPAExplanation | None = None
     problems: list[str] = field(default_factory=list)
-    data_age_s: float | None = None       # age of the served values (the value store's data), None = not stored
+    data_age_s: float | None = None  # age of the served values (the value store's data), None = not stored
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; non-finite numbers become null."""

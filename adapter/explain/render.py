@@ -22,8 +22,13 @@ def renderables(ex: Explanation) -> list[RenderableType]:
     """Rich tables and lines for a terminal (``rich.console.Console.print`` each, or export as text)."""
     out: list[RenderableType] = []
     target = f"Deployment {ex.deployment}" if ex.deployment else f"selector {ex.selector}"
-    out.append(Text(f"{ex.metric} for {target} in namespace {ex.namespace}"
-                    + (f" (reads {ex.base_metric})" if ex.base_metric != ex.metric else ""), style="bold"))
+    out.append(
+        Text(
+            f"{ex.metric} for {target} in namespace {ex.namespace}"
+            + (f" (reads {ex.base_metric})" if ex.base_metric != ex.metric else ""),
+            style="bold",
+        )
+    )
     if ex.data_age_s is not None:
         out.append(Text(f"served values are {ex.data_age_s:.1f} s old (the value store's latest refresh)"))
     if ex.queries or ex.raw_queries:
@@ -38,18 +43,40 @@ def renderables(ex: Explanation) -> list[RenderableType]:
         out.append(q)
     for pod in ex.pods:
         t = Table(title=f"pod {pod.pod}", title_justify="left")
-        for col in ("term", "value", "per-GPU samples", "P90 (numpy)", "target", "weight", "value/target",
-                    "contribution"):
+        for col in (
+            "term",
+            "value",
+            "per-GPU samples",
+            "P90 (numpy)",
+            "target",
+            "weight",
+            "value/target",
+            "contribution",
+        ):
             t.add_column(col, overflow="fold")
         for term in pod.terms:
-            gpus = " ".join(f"{g.gpu.get('gpu') or next(iter(g.gpu.values()), '?')}={g.value:g}"
-                            for g in term.gpu_samples)
-            t.add_row(term.metric, _num(term.value), gpus or "-", _num(term.gpu_p90), _num(term.target),
-                      _num(term.weight, 3), _num(term.normalized), _num(term.contribution))
+            gpus = " ".join(
+                f"{g.gpu.get('gpu') or next(iter(g.gpu.values()), '?')}={g.value:g}" for g in term.gpu_samples
+            )
+            t.add_row(
+                term.metric,
+                _num(term.value),
+                gpus or "-",
+                _num(term.gpu_p90),
+                _num(term.target),
+                _num(term.weight, 3),
+                _num(term.normalized),
+                _num(term.contribution),
+            )
         lines: list[RenderableType] = [t]
         receives = pod.quantity if pod.quantity is not None else "nothing"
-        lines.append(Text(f"  {ex.base_metric} = {_num(pod.value, 6)}   boost = {pod.boost:g}   "
-                          f"HPA receives {ex.metric} = {receives}", style="bold"))
+        lines.append(
+            Text(
+                f"  {ex.base_metric} = {_num(pod.value, 6)}   boost = {pod.boost:g}   "
+                f"HPA receives {ex.metric} = {receives}",
+                style="bold",
+            )
+        )
         for m in pod.missing:
             lines.append(Text(f"  missing: {m}", style="red"))
         out.append(Group(*lines))
@@ -58,15 +85,24 @@ def renderables(ex: Explanation) -> list[RenderableType]:
     if ex.forecast is not None:
         f = ex.forecast
         fc = ", ".join(_num(v) for v in f.forecast) if f.forecast is not None else "-"
-        out.append(Text(f"forecast for {f.workload}: model {f.model or '-'}, {f.reason}; load now "
-                        f"{_num(f.current_load)} req/s, forecast [{fc}] (peak {_num(f.peak)}), "
-                        f"boost {f.boost:g}"))
+        out.append(
+            Text(
+                f"forecast for {f.workload}: model {f.model or '-'}, {f.reason}; load now "
+                f"{_num(f.current_load)} req/s, forecast [{fc}] (peak {_num(f.peak)}), "
+                f"boost {f.boost:g}"
+            )
+        )
     if ex.hpa is not None:
         h = ex.hpa
         used = ", ".join(h.metrics) or "no matching metric"
-        out.append(Text(f"HPA {h.name} ({used}): {h.current_replicas} replicas now, usage {h.usage or '-'}, "
-                        f"formula proposes {h.metric_replicas}, desired {h.desired_replicas} ({h.reason})"
-                        + (f"; {h.error}" if h.error else ""), style="bold"))
+        out.append(
+            Text(
+                f"HPA {h.name} ({used}): {h.current_replicas} replicas now, usage {h.usage or '-'}, "
+                f"formula proposes {h.metric_replicas}, desired {h.desired_replicas} ({h.reason})"
+                + (f"; {h.error}" if h.error else ""),
+                style="bold",
+            )
+        )
         if h.ignored:
             out.append(Text(f"  not explained (not this metric): {', '.join(h.ignored)}", style="dim"))
     for p in ex.problems:

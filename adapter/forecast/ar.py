@@ -118,9 +118,7 @@ class AutoRegressive:
 
     def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
         """Least squares on the differences; ``ForecastError`` per ``base.prepare`` and ``fit_diff_ar``."""
-        hist = prepare(
-            values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap
-        )
+        hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)
         model = fit_diff_ar(hist.values, self.p, drift=self.drift)
         return _FittedAR(values=hist.values, model=model, skip=hist.skip)
 

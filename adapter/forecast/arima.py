@@ -59,9 +59,7 @@ class Arima:
 
     def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
         """Maximum-likelihood fit on the history (gaps as missing observations)."""
-        hist = prepare(
-            values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap
-        )
+        hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)
         from statsmodels.tools.sm_exceptions import ConvergenceWarning  # type: ignore[import-untyped]
         from statsmodels.tsa.arima.model import ARIMA  # type: ignore[import-untyped]
 

@@ -124,9 +124,7 @@ def prepare(
     arr = as_series(values)
     finite_idx = np.flatnonzero(np.isfinite(arr))
     if finite_idx.size < min_points:
-        raise ForecastError(
-            "insufficient_history", f"{finite_idx.size} finite points, at least {min_points} needed"
-        )
+        raise ForecastError("insufficient_history", f"{finite_idx.size} finite points, at least {min_points} needed")
     last = int(finite_idx[-1])
     skip = arr.size - 1 - last
     if skip > max_trailing_gap:

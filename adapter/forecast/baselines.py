@@ -41,9 +41,7 @@ class Persistence:
 
     def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
         """The last finite value; ``ForecastError`` per ``base.prepare``."""
-        hist = prepare(
-            values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap
-        )
+        hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)
         return _Constant(float(hist.values[-1]))
 
     def history_points(self, step_s: float, default: int) -> int:
@@ -92,14 +90,10 @@ class SeasonalNaive:
     def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
         """Remember the history; checks per ``base.prepare`` plus one full season."""
         period = self._period(step_s)
-        hist = prepare(
-            values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap
-        )
+        hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)
         full = np.concatenate([hist.values, np.full(hist.skip, np.nan)])
         if full.size < period:
-            raise ForecastError(
-                "insufficient_history", f"{full.size} points, one season needs {period} at this step"
-            )
+            raise ForecastError("insufficient_history", f"{full.size} points, one season needs {period} at this step")
         return _Seasonal(values=full, period=period)
 
     def history_points(self, step_s: float, default: int) -> int:

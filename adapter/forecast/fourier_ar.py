@@ -81,9 +81,7 @@ class FourierAR:
     def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
         """Least squares for the cycle, then ``fit_diff_ar`` on the residual."""
         check_step(step_s)
-        hist = prepare(
-            values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap
-        )
+        hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)
         v = hist.values
         finite = np.isfinite(v)
         idx = np.flatnonzero(finite)

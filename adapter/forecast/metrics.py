@@ -48,9 +48,7 @@ def under_forecast_rate(actual: np.ndarray, forecast: np.ndarray) -> float:
     return float(np.mean(f < a)) if a.size else float("nan")
 
 
-def peak_recall(
-    actual: np.ndarray, forecast: np.ndarray, *, quantile: float = 0.9, tolerance: float = 0.9
-) -> float:
+def peak_recall(actual: np.ndarray, forecast: np.ndarray, *, quantile: float = 0.9, tolerance: float = 0.9) -> float:
     """Share of the load peaks that the forecast saw coming.
 
     Definition: a *peak* is a point whose actual is strictly above the ``quantile`` (default P90, linear

@@ -40,9 +40,7 @@ def get_model(name: str, **params: Any) -> Forecaster:
     try:
         factory = MODELS[name]
     except KeyError:
-        raise ValueError(
-            f"unknown forecast model {name!r}; known: {', '.join(sorted(MODELS))}, auto"
-        ) from None
+        raise ValueError(f"unknown forecast model {name!r}; known: {', '.join(sorted(MODELS))}, auto") from None
     try:
         return factory(**params)
     except TypeError as exc:

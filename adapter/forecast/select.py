@@ -149,9 +149,7 @@ def select_model(
                 f = fallback
             per_model[name].append(f)
     if not rows:
-        raise ForecastError(
-            "insufficient_history", "no backtest origin with a known future to score models on"
-        )
+        raise ForecastError("insufficient_history", "no backtest origin with a known future to score models on")
     actuals = np.vstack(rows)
     scores = score_candidates(
         actuals,
@@ -159,6 +157,4 @@ def select_model(
         under_weight=under_weight,
         over_weight=over_weight,
     )
-    return Selection(
-        name=choose(scores, list(candidates)), scores=scores, origins=len(rows), failures=failures
-    )
+    return Selection(name=choose(scores, list(candidates)), scores=scores, origins=len(rows), failures=failures)

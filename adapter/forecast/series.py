@@ -42,9 +42,7 @@ def resample_mean(
     vals = np.asarray(values, dtype=np.float64).reshape(-1)
     flags = np.zeros(ts.size, dtype=bool) if gap is None else np.asarray(gap, dtype=bool).reshape(-1)
     if not (ts.size == vals.size == flags.size):
-        raise ValueError(
-            f"timestamps, values and gap flags differ in length: {ts.size}, {vals.size}, {flags.size}"
-        )
+        raise ValueError(f"timestamps, values and gap flags differ in length: {ts.size}, {vals.size}, {flags.size}")
     if ts.size == 0:
         raise ValueError("no samples to resample")
     if not np.all(np.isfinite(ts)):

@@ -127,9 +127,7 @@ class SimpleExpSmoothing:
     def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
         """Smooth with every alpha, keep the one with the smallest in-sample error ``horizon_s`` ahead."""
         check_step(step_s)
-        hist = prepare(
-            values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap
-        )
+        hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)
         positions = np.flatnonzero(np.isfinite(hist.values))
         x = hist.values[positions]
         alphas = np.asarray(self.alphas, dtype=np.float64)

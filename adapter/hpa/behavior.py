@@ -176,9 +176,7 @@ def stabilize_recommendation_with_behaviors(
     return Stabilized(recommendation, "ScaleDownStabilized", MSG_SCALE_DOWN_STABILIZED, new_history)
 
 
-def _store(
-    history: Sequence[Recommendation], index: int | None, entry: Recommendation
-) -> tuple[Recommendation, ...]:
+def _store(history: Sequence[Recommendation], index: int | None, entry: Recommendation) -> tuple[Recommendation, ...]:
     items = list(history)
     if index is None:
         items.append(entry)
@@ -320,9 +318,7 @@ def mark_scale_events_outdated(
     return tuple(replace(e, outdated=True) if e.timestamp < cutoff else e for e in events)
 
 
-def _store_event(
-    events: Sequence[ScaleEvent], rules: ScalingRules, change: int, now: float
-) -> tuple[ScaleEvent, ...]:
+def _store_event(events: Sequence[ScaleEvent], rules: ScalingRules, change: int, now: float) -> tuple[ScaleEvent, ...]:
     marked = list(mark_scale_events_outdated(events, rules.longest_policy_period(), now))
     old_index: int | None = None
     for i, event in enumerate(marked):
@@ -353,7 +349,5 @@ def store_scale_event(
     if behavior is None:
         return tuple(up_events), tuple(down_events)
     if new_replicas > prev_replicas:
-        return _store_event(up_events, behavior.scale_up, new_replicas - prev_replicas, now), tuple(
-            down_events
-        )
+        return _store_event(up_events, behavior.scale_up, new_replicas - prev_replicas, now), tuple(down_events)
     return tuple(up_events), _store_event(down_events, behavior.scale_down, prev_replicas - new_replicas, now)

@@ -194,9 +194,7 @@ class HPAModel:
         """
         spec = self.spec
         if len(metrics) != len(spec.metrics):
-            raise ValueError(
-                f"got {len(metrics)} metric readings for {len(spec.metrics)} spec.metrics entries"
-            )
+            raise ValueError(f"got {len(metrics)} metric readings for {len(spec.metrics)} spec.metrics entries")
         current = spec_replicas
         self._set_condition(
             "AbleToScale",
@@ -260,12 +258,8 @@ class HPAModel:
         if invalid and (len(invalid) == len(proposals) or replicas < spec_replicas):
             # No scale-down (and no change at all) on partial data.
             first = invalid[0]
-            self._set_condition(
-                "ScalingActive", False, first.error_reason or "", first.condition_message or ""
-            )
-            return self._finish(
-                now, current, current, first.error_reason or "", proposals=proposals, error=error
-            )
+            self._set_condition("ScalingActive", False, first.error_reason or "", first.condition_message or "")
+            return self._finish(now, current, current, first.error_reason or "", proposals=proposals, error=error)
         self._set_condition(
             "ScalingActive",
             True,
@@ -353,9 +347,7 @@ class HPAModel:
             self._set_condition("AbleToScale", True, stabilize_reason, MSG_SCALE_DOWN_STABILIZED)
         else:
             stabilize_reason = "ReadyForNewScale"
-            self._set_condition(
-                "AbleToScale", True, stabilize_reason, "recommended size matches current size"
-            )
+            self._set_condition("AbleToScale", True, stabilize_reason, "recommended size matches current size")
         limited = convert_desired_replicas_with_rules(
             current,
             stabilized,
@@ -367,9 +359,7 @@ class HPAModel:
         self._set_condition("ScalingLimited", limited.replicas != stabilized, limited.reason, limited.message)
         return _Normalized(stabilized, limited.replicas, stabilize_reason, limited.reason)
 
-    def _normalize_with_behaviors(
-        self, behavior: Behavior, now: float, current: int, desired: int
-    ) -> _Normalized:
+    def _normalize_with_behaviors(self, behavior: Behavior, now: float, current: int, desired: int) -> _Normalized:
         # normalizeDesiredReplicasWithBehaviors; an unset scale-down window takes the controller flag
         # (maybeInitScaleDownStabilizationWindow).
         down_window = behavior.scale_down.stabilization_window_seconds
@@ -389,9 +379,7 @@ class HPAModel:
             self._set_condition("AbleToScale", True, result.reason, result.message)
         else:
             stabilize_reason = "ReadyForNewScale"
-            self._set_condition(
-                "AbleToScale", True, stabilize_reason, "recommended size matches current size"
-            )
+            self._set_condition("AbleToScale", True, stabilize_reason, "recommended size matches current size")
         limited = convert_desired_replicas_with_behavior_rate(
             current_replicas=current,
             desired_replicas=result.replicas,
@@ -403,7 +391,5 @@ class HPAModel:
             down_events=self._down_events,
             now=now,
         )
-        self._set_condition(
-            "ScalingLimited", limited.replicas != result.replicas, limited.reason, limited.message
-        )
+        self._set_condition("ScalingLimited", limited.replicas != result.replicas, limited.reason, limited.message)
         return _Normalized(result.replicas, limited.replicas, stabilize_reason, limited.reason)

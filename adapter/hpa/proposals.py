@@ -169,9 +169,7 @@ def _count(
         if target.type == "Value" and target.value_milli is not None:
             return object_value_replicas(spec_replicas, target.value_milli, value, pods, tolerances)
         if target.type == "AverageValue" and target.average_value_milli is not None:
-            return object_average_value_replicas(
-                status_replicas, target.average_value_milli, value, tolerances
-            )
+            return object_average_value_replicas(status_replicas, target.average_value_milli, value, tolerances)
         raise ReplicaCalcError(
             "invalid object metric source: neither a value target nor an average value target was set"
         )
@@ -179,9 +177,7 @@ def _count(
         items = _need(reading.values, metric, "values")
         # Upstream checks AverageValue first, whatever target.type says.
         if target.average_value_milli is not None:
-            return external_average_value_replicas(
-                status_replicas, target.average_value_milli, items, tolerances
-            )
+            return external_average_value_replicas(status_replicas, target.average_value_milli, items, tolerances)
         if target.value_milli is not None:
             return external_value_replicas(spec_replicas, target.value_milli, items, pods, tolerances)
         raise ReplicaCalcError(

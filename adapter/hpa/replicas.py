@@ -310,9 +310,7 @@ def plain_metric_replicas(
     if tolerances.is_within(new_ratio) or (ratio < 1.0 < new_ratio) or (new_ratio < 1.0 < ratio):
         return ReplicaCount(current_replicas, usage)
     new_replicas = ceil_int32(new_ratio * len(samples))
-    if (new_ratio < 1.0 and new_replicas > current_replicas) or (
-        new_ratio > 1.0 and new_replicas < current_replicas
-    ):
+    if (new_ratio < 1.0 and new_replicas > current_replicas) or (new_ratio > 1.0 and new_replicas < current_replicas):
         return ReplicaCount(current_replicas, usage)
     return ReplicaCount(new_replicas, usage)
 
@@ -389,9 +387,7 @@ def resource_utilization_replicas(
     if tolerances.is_within(new_ratio) or (ratio < 1.0 < new_ratio) or (new_ratio < 1.0 < ratio):
         return ReplicaCount(current_replicas, utilization, raw)
     new_replicas = ceil_int32(new_ratio * len(samples))
-    if (new_ratio < 1.0 and new_replicas > current_replicas) or (
-        new_ratio > 1.0 and new_replicas < current_replicas
-    ):
+    if (new_ratio < 1.0 and new_replicas > current_replicas) or (new_ratio > 1.0 and new_replicas < current_replicas):
         return ReplicaCount(current_replicas, utilization, raw)
     return ReplicaCount(new_replicas, utilization, raw)
 

@@ -293,9 +293,7 @@ def _parse_target(raw: object, where: str) -> MetricTarget:
         raise HPASpecError(f"{where}.type must be one of {', '.join(TARGET_TYPES)}, got {kind!r}")
     value = _quantity_milli(obj["value"], f"{where}.value") if obj.get("value") is not None else None
     average = (
-        _quantity_milli(obj["averageValue"], f"{where}.averageValue")
-        if obj.get("averageValue") is not None
-        else None
+        _quantity_milli(obj["averageValue"], f"{where}.averageValue") if obj.get("averageValue") is not None else None
     )
     utilization = _int_field(obj, "averageUtilization", where)
     return MetricTarget(
@@ -354,9 +352,7 @@ def _parse_metric(raw: object, where: str) -> MetricSpec:
         )
     name, selector = _parse_identifier(source.get("metric"), f"{here}.metric")
     described = (
-        _parse_object_ref(source.get("describedObject"), f"{here}.describedObject")
-        if kind == "Object"
-        else None
+        _parse_object_ref(source.get("describedObject"), f"{here}.describedObject") if kind == "Object" else None
     )
     return MetricSpec(
         type=cast(MetricSourceType, kind),
@@ -373,9 +369,7 @@ def _parse_rules(raw: object, where: str) -> PartialScalingRules | None:
     obj = _require_mapping(raw, where)
     select = obj.get("selectPolicy")
     if select is not None and select not in SELECT_POLICIES:
-        raise HPASpecError(
-            f"{where}.selectPolicy must be one of {', '.join(SELECT_POLICIES)}, got {select!r}"
-        )
+        raise HPASpecError(f"{where}.selectPolicy must be one of {', '.join(SELECT_POLICIES)}, got {select!r}")
     window = _int_field(obj, "stabilizationWindowSeconds", where)
     if window is not None and not 0 <= window <= 3600:
         # kubernetes/api autoscaling/v2 types.go HPAScalingRules: 0 <= window <= 3600.

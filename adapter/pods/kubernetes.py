@@ -125,9 +125,7 @@ def _deployment_record(obj: _JSON) -> DeploymentRecord:
     try:
         selector = selector_from_label_selector(spec)
     except (ValueError, TypeError, AttributeError) as exc:  # malformed: this Deployment selects nothing
-        log.warning(
-            "deployment %s/%s: unusable spec.selector %r: %s", meta["namespace"], meta["name"], spec, exc
-        )
+        log.warning("deployment %s/%s: unusable spec.selector %r: %s", meta["namespace"], meta["name"], spec, exc)
         selector = None
     return DeploymentRecord(namespace=meta["namespace"], name=meta["name"], selector=selector)
 
@@ -254,16 +252,12 @@ class _Reflector(Generic[_T]):
                     # A watch that worked for a while and then broke starts the back-off afresh.
                     delay = self._backoff_initial
                 self.failures += 1
-                log.warning(
-                    "%s list/watch failed (%d so far): %s", self.resource, self.failures, _describe(exc)
-                )
+                log.warning("%s list/watch failed (%d so far): %s", self.resource, self.failures, _describe(exc))
                 self._stopping.wait(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, self._backoff_max)
 
     def _list(self) -> str:
-        resp = self._list_call(
-            **self._kwargs(), _preload_content=False, _request_timeout=self._request_timeout
-        )
+        resp = self._list_call(**self._kwargs(), _preload_content=False, _request_timeout=self._request_timeout)
         try:
             body = json.loads(resp.data)
         finally:
@@ -305,9 +299,7 @@ class _Reflector(Generic[_T]):
                 if kind == "ERROR":
                     if obj.get("code") == 410:
                         raise _Expired(obj.get("message"))
-                    raise ApiException(
-                        status=obj.get("code"), reason=f"{obj.get('reason')}: {obj.get('message')}"
-                    )
+                    raise ApiException(status=obj.get("code"), reason=f"{obj.get('reason')}: {obj.get('message')}")
                 meta = obj["metadata"]
                 if kind in ("ADDED", "MODIFIED"):
                     self._store.put(self._convert(obj))
@@ -398,13 +390,9 @@ class KubernetesPodSource:
             scopes: Sequence[str | None] = self._namespaces or (None,)
             for ns in scopes:
                 pods = core.list_pod_for_all_namespaces if ns is None else core.list_namespaced_pod
-                deps = (
-                    apps.list_deployment_for_all_namespaces if ns is None else apps.list_namespaced_deployment
-                )
+                deps = apps.list_deployment_for_all_namespaces if ns is None else apps.list_namespaced_deployment
                 self._reflectors.append(self._reflector("pods", pods, ns, _pod_record, self._pods))
-                self._reflectors.append(
-                    self._reflector("deployments", deps, ns, _deployment_record, self._deployments)
-                )
+                self._reflectors.append(self._reflector("deployments", deps, ns, _deployment_record, self._deployments))
             for r in self._reflectors:
                 r.thread.start()
 

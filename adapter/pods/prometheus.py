@@ -39,11 +39,11 @@ from adapter.query.promql import PromQL, namespace_series
 from adapter.settings import Catalog
 from adapter.store import Store, StoreConfig
 
-PodLabels = list[tuple[str, dict[str, str]]]          # [(pod, its labels)] of a namespace
+PodLabels = list[tuple[str, dict[str, str]]]  # [(pod, its labels)] of a namespace
 Owners = tuple[dict[str, str], list[tuple[str, str]]]  # ({replicaset: deployment}, [(pod, replicaset)])
 
 _MAX_MATCHED = 20_000
-_INDEX_ON_LOOP = 500   # smaller snapshots are built and indexed in place (well under a millisecond)
+_INDEX_ON_LOOP = 500  # smaller snapshots are built and indexed in place (well under a millisecond)
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -52,7 +52,7 @@ class PodSnapshot:
     """The live pods of a namespace with their (sanitized) labels, and an index label -> value -> pods."""
 
     pods: PodLabels
-    index: dict[str, dict[str, list[int]]]   # label key -> value -> positions in ``pods``
+    index: dict[str, dict[str, list[int]]]  # label key -> value -> positions in ``pods``
 
     @classmethod
     def of(cls, pods: PodLabels) -> PodSnapshot:
@@ -65,7 +65,7 @@ class PodSnapshot:
     def matching(self, wanted: Selector) -> list[str]:
         """Sorted names of the pods whose labels match ``wanted`` (keys already sanitized)."""
         candidates: list[int] | None = None
-        for r in wanted.requirements:   # narrow by the most selective "=" / "in" clause, then check them all
+        for r in wanted.requirements:  # narrow by the most selective "=" / "in" clause, then check them all
             if r.operator in ("=", "in"):
                 by_value = self.index.get(r.key, {})
                 found = [i for v in r.values for i in by_value.get(v, ())]
@@ -87,8 +87,9 @@ class PrometheusPodSource:
 
     name = "prometheus"
 
-    def __init__(self, client: PromClient, catalog: Catalog, clock: Callable[[], float] = time.time,
-                 ttl_s: float = 10.0) -> None:
+    def __init__(
+        self, client: PromClient, catalog: Catalog, clock: Callable[[], float] = time.time, ttl_s: float = 10.0
+    ) -> None:
         self.client = client
         self.catalog = catalog
         self.clock = clock
@@ -98,8 +99,9 @@ class PrometheusPodSource:
         self._owners: Store[str, Owners] | None = None
         if ttl_s > 0:
             limits = catalog.store or StoreConfig()
-            config = StoreConfig(refresh_s=ttl_s, max_staleness_s=2 * ttl_s, max_keys=limits.max_keys,
-                                 idle_s=limits.idle_s)
+            config = StoreConfig(
+                refresh_s=ttl_s, max_staleness_s=2 * ttl_s, max_keys=limits.max_keys, idle_s=limits.idle_s
+            )
             self._labels = Store("pod-labels", self._load_pod_labels, config, clock)
             self._owners = Store("pod-owners", self._load_owners, config, clock)
 
@@ -111,7 +113,8 @@ class PrometheusPodSource:
     async def _load_pod_labels(self, namespace: str, at: float) -> PodSnapshot:
         samples, gone = await asyncio.gather(
             self.client.query(namespace_series("kube_pod_labels", self.catalog, namespace), at),
-            self._gone(namespace, at))
+            self._gone(namespace, at),
+        )
 
         def snapshot() -> PodSnapshot:
             pods = []
@@ -123,7 +126,7 @@ class PrometheusPodSource:
 
         if len(samples) < _INDEX_ON_LOOP:
             return snapshot()
-        return await asyncio.to_thread(snapshot)   # tens of thousands of pods: not on the event loop
+        return await asyncio.to_thread(snapshot)  # tens of thousands of pods: not on the event loop
 
     async def start(self) -> None:
         for store in (self._labels, self._owners):
@@ -141,8 +144,7 @@ class PrometheusPodSource:
     async def _gone(self, namespace: str, at: float) -> set[str]:
         """Pods of the namespace that are terminating or finished (one query for both)."""
         deleting = namespace_series("kube_pod_deletion_timestamp", self.catalog, namespace)
-        finished = namespace_series("kube_pod_status_phase", self.catalog, namespace,
-                                    ['phase=~"Succeeded|Failed"'])
+        finished = namespace_series("kube_pod_status_phase", self.catalog, namespace, ['phase=~"Succeeded|Failed"'])
         samples = await self.client.query(PromQL(f"({deleting}) or (({finished}) == 1)"), at)
         return {pod for s in samples if (pod := self._pod(s.labels, namespace)) is not None}
 
@@ -160,7 +162,7 @@ class PrometheusPodSource:
             return list(hit[1])
         wanted = Selector(tuple(replace(r, key=sanitize(r.key)) for r in selector.requirements))
         pods = snapshot.matching(wanted)
-        if len(self._matched) >= _MAX_MATCHED:   # bounded: every entry is rebuilt at the next request anyway
+        if len(self._matched) >= _MAX_MATCHED:  # bounded: every entry is rebuilt at the next request anyway
             self._matched.clear()
         self._matched[key] = (snapshot, pods)
         return list(pods)
@@ -180,9 +182,9 @@ class PrometheusPodSource:
         """Who owns what in ``namespace``: every Deployment-owned ReplicaSet and every ReplicaSet-owned pod."""
         rs_query = namespace_series("kube_replicaset_owner", self.catalog, namespace, ['owner_kind="Deployment"'])
         pod_query = namespace_series("kube_pod_owner", self.catalog, namespace, ['owner_kind="ReplicaSet"'])
-        rs_samples, pod_samples, gone = await asyncio.gather(self.client.query(rs_query, at),
-                                                             self.client.query(pod_query, at),
-                                                             self._gone(namespace, at))
+        rs_samples, pod_samples, gone = await asyncio.gather(
+            self.client.query(rs_query, at), self.client.query(pod_query, at), self._gone(namespace, at)
+        )
         deployment_of_rs = {}
         for s in rs_samples:
             rs, owner = s.labels.get("replicaset"), s.labels.get("owner_name")

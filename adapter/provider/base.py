@@ -19,7 +19,7 @@ from adapter.labels import Selector
 class MetricInfo:
     """A (resource, metric) pair the server answers for, e.g. ("pods", "gpu_utilization_p90")."""
 
-    resource: str      # group-resource string: "pods", "deployments.apps", "namespaces"
+    resource: str  # group-resource string: "pods", "deployments.apps", "namespaces"
     metric: str
     namespaced: bool
 
@@ -44,7 +44,7 @@ class MetricSample:
     value: float
     window_s: int | None
     selector: Selector  # the request's metricLabelSelector, echoed back
-    quantity: str | None = None   # ``api.wire.quantity(value)`` when the provider has it already (else None)
+    quantity: str | None = None  # ``api.wire.quantity(value)`` when the provider has it already (else None)
 
 
 class PodSamples(Sequence[MetricSample]):
@@ -54,11 +54,20 @@ class PodSamples(Sequence[MetricSample]):
 
     __slots__ = ("namespace", "metric", "window_s", "selector", "pods", "ts", "values", "quantities")
 
-    def __init__(self, namespace: str, metric: str, window_s: int | None, selector: Selector, pods: list[str],
-                 ts: list[float], values: list[float], quantities: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        metric: str,
+        window_s: int | None,
+        selector: Selector,
+        pods: list[str],
+        ts: list[float],
+        values: list[float],
+        quantities: Mapping[str, str] | None = None,
+    ) -> None:
         self.namespace, self.metric, self.window_s, self.selector = namespace, metric, window_s, selector
         self.pods, self.ts, self.values = pods, ts, values
-        self.quantities = quantities   # pod -> ``wire.quantity`` of its value, when formatted already
+        self.quantities = quantities  # pod -> ``wire.quantity`` of its value, when formatted already
 
     def __len__(self) -> int:
         return len(self.pods)
@@ -73,26 +82,33 @@ class PodSamples(Sequence[MetricSample]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         pod = self.pods[i]
-        return MetricSample(ObjectRef("Pod", "/v1", pod, self.namespace), self.metric, self.ts[i], self.values[i],
-                            self.window_s, self.selector,
-                            None if self.quantities is None else self.quantities[pod])
+        return MetricSample(
+            ObjectRef("Pod", "/v1", pod, self.namespace),
+            self.metric,
+            self.ts[i],
+            self.values[i],
+            self.window_s,
+            self.selector,
+            None if self.quantities is None else self.quantities[pod],
+        )
 
 
 class MetricsProvider(Protocol):
     def list_all_metrics(self) -> list[MetricInfo]:
         """Every servable (resource, metric); never fails, never does I/O."""
 
-    async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo,
-                                 metric_selector: Selector) -> MetricSample:
+    async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
         """The value for one named object; raises NotFound when there is no data for it."""
 
-    async def get_metric_by_selector(self, namespace: str, selector: Selector, info: MetricInfo,
-                                     metric_selector: Selector) -> Sequence[MetricSample]:
+    async def get_metric_by_selector(
+        self, namespace: str, selector: Selector, info: MetricInfo, metric_selector: Selector
+    ) -> Sequence[MetricSample]:
         """One value per object in ``namespace`` matching ``selector`` that has data (possibly none)."""
 
 
-def metric_not_found(info: MetricInfo, name: str | None = None, selector: Selector | None = None, *,
-                     reason: str | None = None) -> NotFound:
+def metric_not_found(
+    info: MetricInfo, name: str | None = None, selector: Selector | None = None, *, reason: str | None = None
+) -> NotFound:
     """The one "could not find the metric" 404: upstream wording (custom-metrics-apiserver
     ``pkg/provider/errors.go``), then ``: reason`` when the adapter knows why (pending forecast, wrong scope)."""
     msg = f"the server could not find the metric {info.metric} for {info.resource}"

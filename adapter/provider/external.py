@@ -77,7 +77,7 @@ class ExternalProvider:
         raise route_not_found(f"external metric {metric!r} is not served; see discovery")
 
     async def _combined(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
-        selector_matchers(selector, "labelSelector")   # 400 before any query for what PromQL cannot express
+        selector_matchers(selector, "labelSelector")  # 400 before any query for what PromQL cannot express
         scope = Scope(namespace, None)
         catalog = self.provider.catalog
         if metric in catalog.composites and selector.requirements:
@@ -97,7 +97,7 @@ class ExternalProvider:
         catalog = self.provider.catalog
         rule = catalog.metrics[metric].objects if metric in catalog.metrics else catalog.composites[metric].objects
         combined = combine([v.value for v in values], rule)
-        if not (math.isfinite(combined) and abs(combined) <= MAX_SERVABLE):   # a sum of large per-pod values
+        if not (math.isfinite(combined) and abs(combined) <= MAX_SERVABLE):  # a sum of large per-pod values
             log.warning("external %s in %s: combined value %r is not servable", metric, namespace, combined)
             return []
         labels = {r.key: r.values[0] for r in selector.requirements if r.operator in ("=", "==")}
@@ -108,10 +108,13 @@ class ExternalProvider:
         for r in selector.requirements:
             if r.key == DEPLOYMENT_LABEL and r.operator in ("=", "==", "in"):
                 named = set(r.values) if named is None else named & set(r.values)
-        if named is None:   # not pinned by name: the Deployments already forecast in the namespace
+        if named is None:  # not pinned by name: the Deployments already forecast in the namespace
             assert self.provider.forecasts is not None
-            named = {k.deployments[0] for k in self.provider.forecasts.workloads()
-                     if k.namespace == namespace and len(k.deployments) == 1}
+            named = {
+                k.deployments[0]
+                for k in self.provider.forecasts.workloads()
+                if k.namespace == namespace and len(k.deployments) == 1
+            }
         if len(named) > MAX_DEPLOYMENTS:
             raise BadRequest(f"labelSelector names {len(named)} Deployments; at most {MAX_DEPLOYMENTS} per request")
         return sorted(d for d in named if selector.matches({DEPLOYMENT_LABEL: d}))
@@ -121,14 +124,21 @@ class ExternalProvider:
         info = MetricInfo("deployments.apps", metric, True)
         for name in self._deployments(namespace, selector):
             try:
-                sample = await self.provider.get_metric_by_name(ObjectRef("Deployment", "apps/v1", name, namespace),
-                                                                info, EVERYTHING)
+                sample = await self.provider.get_metric_by_name(
+                    ObjectRef("Deployment", "apps/v1", name, namespace), info, EVERYTHING
+                )
             except NotFound:
-                continue   # no such Deployment, no pods, or no data yet: omitted, never a made-up value
+                continue  # no such Deployment, no pods, or no data yet: omitted, never a made-up value
             if not (abs(sample.value) <= MAX_SERVABLE and 0 <= sample.ts <= MAX_TIMESTAMP):
                 # e.g. a forecast fitted to an absurd history: omit this Deployment, serve the others
-                log.warning("external %s: Deployment %s/%s omitted, unservable value %r at %r", metric, namespace,
-                            name, sample.value, sample.ts)
+                log.warning(
+                    "external %s: Deployment %s/%s omitted, unservable value %r at %r",
+                    metric,
+                    namespace,
+                    name,
+                    sample.value,
+                    sample.ts,
+                )
                 continue
             out.append(ExternalValue(metric, {DEPLOYMENT_LABEL: name}, sample.ts, sample.value, sample.window_s))
         return out

@@ -51,12 +51,12 @@ class MetricReading:
 
     name: str
     values: dict[str, PodValue]
-    queries: dict[str, PromQL]                 # metric name → the PromQL sent
-    samples: dict[str, list[Sample]]           # metric name → the raw samples it answered (empty from the store)
+    queries: dict[str, PromQL]  # metric name → the PromQL sent
+    samples: dict[str, list[Sample]]  # metric name → the raw samples it answered (empty from the store)
     composite: dict[str, CompositeValue] | None = None
-    rejected: tuple[str, ...] = ()             # why series or pods were refused (untrusted, negative, ...)
+    rejected: tuple[str, ...] = ()  # why series or pods were refused (untrusted, negative, ...)
     terms: dict[str, dict[str, PodValue]] | None = None  # composites: each term's per-pod values
-    age_s: float = 0.0                         # how old the data is (the oldest of its catalog metrics)
+    age_s: float = 0.0  # how old the data is (the oldest of its catalog metrics)
     quantities: Mapping[str, str] | None = None  # pod -> its value's Quantity, when formatted already
 
 
@@ -70,7 +70,7 @@ class NamespaceValues:
 
     query: PromQL
     values: dict[str, PodValue]
-    quantities: dict[str, str]   # pod -> ``wire.quantity`` of its value: formatted once per refresh, not per poll
+    quantities: dict[str, str]  # pod -> ``wire.quantity`` of its value: formatted once per refresh, not per poll
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class FusedValues:
     """A composite for every pod of a namespace, fused off the request path from the stored term values in
     ``sources`` (compared by identity: it serves only while those are exactly the values the store holds)."""
 
-    sources: tuple[NamespaceValues, ...]        # the terms' stored values, in ``_names(metric)`` order
+    sources: tuple[NamespaceValues, ...]  # the terms' stored values, in ``_names(metric)`` order
     composite: dict[str, CompositeValue]
     values: dict[str, PodValue]
     quantities: dict[str, str]
@@ -87,8 +87,9 @@ class FusedValues:
 class ReadObserver(Protocol):
     """observability.py's hook: every composite read, for the per-pod series it exports."""
 
-    def composite_read(self, namespace: str, metric: str, values: Mapping[str, CompositeValue],
-                       scope_pods: Iterable[str] | None) -> None: ...
+    def composite_read(
+        self, namespace: str, metric: str, values: Mapping[str, CompositeValue], scope_pods: Iterable[str] | None
+    ) -> None: ...
 
     def series_rejected(self, metric: str, counts: Mapping[str, int]) -> None: ...
 
@@ -96,9 +97,16 @@ class ReadObserver(Protocol):
 class PrometheusProvider:
     """MetricsProvider over a PromClient, a PodSource and the catalog."""
 
-    def __init__(self, catalog: Catalog, client: PromClient, pods: PodSource,
-                 clock: Callable[[], float] = time.time, forecasts: ForecastService | None = None,
-                 observer: ReadObserver | None = None, store: StoreConfig | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        client: PromClient,
+        pods: PodSource,
+        clock: Callable[[], float] = time.time,
+        forecasts: ForecastService | None = None,
+        observer: ReadObserver | None = None,
+        store: StoreConfig | None = None,
+    ) -> None:
         self.catalog = catalog
         self.client = client
         self.pods = pods
@@ -114,17 +122,24 @@ class PrometheusProvider:
         # Forecast metrics and the resources they are served for (a forecast is about a workload).
         self._forecast_resources: dict[str, tuple[str, ...]] = {}
         if catalog.forecast is not None and forecasts is not None:
-            self._forecast_resources = {catalog.forecast.boosted: ("pods", "deployments.apps"),
-                                        FORECAST_METRIC: ("deployments.apps",),
-                                        BOOST_METRIC: ("deployments.apps",)}
+            self._forecast_resources = {
+                catalog.forecast.boosted: ("pods", "deployments.apps"),
+                FORECAST_METRIC: ("deployments.apps",),
+                BOOST_METRIC: ("deployments.apps",),
+            }
 
     # -- discovery ---------------------------------------------------------------------------------
     def list_all_metrics(self) -> list[MetricInfo]:
-        infos = [MetricInfo(resource, name, namespaced)
-                 for name in self.catalog.names()
-                 for resource, (_, _, namespaced) in RESOURCES.items()]
-        infos += [MetricInfo(resource, name, RESOURCES[resource][2])
-                  for name, resources in self._forecast_resources.items() for resource in resources]
+        infos = [
+            MetricInfo(resource, name, namespaced)
+            for name in self.catalog.names()
+            for resource, (_, _, namespaced) in RESOURCES.items()
+        ]
+        infos += [
+            MetricInfo(resource, name, RESOURCES[resource][2])
+            for name, resources in self._forecast_resources.items()
+            for resource in resources
+        ]
         return infos
 
     def knows(self, metric: str, resource: str | None = None) -> bool:
@@ -166,14 +181,20 @@ class PrometheusProvider:
         rejected = Rejections()
         # The composites asked for in this namespace that use this metric, with their other terms' values now.
         composites: list[tuple[str, list[NamespaceValues | None]]] = []
-        for (ns, composite, sel) in list(self._fused):
+        for ns, composite, sel in list(self._fused):
             if ns == namespace and sel == metric_selector and name in (names := self._names(composite)):
-                composites.append((composite, [None if n == name else self._peek_value((ns, n, sel))
-                                               for n in names]))
+                composites.append((composite, [None if n == name else self._peek_value((ns, n, sel)) for n in names]))
 
         def reduce() -> tuple[NamespaceValues, list[tuple[str, FusedValues]]]:
-            values = reduce_by_pod(samples, self.catalog.layouts_for(mdef), mdef.reduce, namespace, None,
-                                   nonnegative=mdef.nonnegative, rejected=rejected)
+            values = reduce_by_pod(
+                samples,
+                self.catalog.layouts_for(mdef),
+                mdef.reduce,
+                namespace,
+                None,
+                nonnegative=mdef.nonnegative,
+                rejected=rejected,
+            )
             loaded = NamespaceValues(query, values, {pod: quantity(pv.value) for pod, pv in values.items()})
             fused = []
             for composite, sources in composites:
@@ -204,8 +225,7 @@ class PrometheusProvider:
         """Log and count what the trust and value rules refused; the notes explain shows."""
         if not rejected:
             return ()
-        log.warning("%s in namespace %s: refused %s; first: %s", metric, namespace,
-                    rejected.counts, rejected.notes[0])
+        log.warning("%s in namespace %s: refused %s; first: %s", metric, namespace, rejected.counts, rejected.notes[0])
         if self.observer is not None:
             self.observer.series_rejected(metric, rejected.counts)
         return tuple(rejected.notes)
@@ -216,8 +236,10 @@ class PrometheusProvider:
         is just that pod's missing value: 404, as for any metric.)"""
         gone = unservable_terms(self.catalog.composites[metric].terms, per_metric)
         if gone and (scope.pods is None or len(scope.pods) > 1):
-            raise UpstreamError(f"{metric} is unavailable in namespace {scope.namespace}: no series for "
-                                f"{', '.join(gone)} for any of the pods (is its exporter scraped?)")
+            raise UpstreamError(
+                f"{metric} is unavailable in namespace {scope.namespace}: no series for "
+                f"{', '.join(gone)} for any of the pods (is its exporter scraped?)"
+            )
 
     async def current(self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING) -> MetricReading:
         """Per-pod values of a catalog metric or composite over ``scope`` now: from the store when it is on
@@ -227,7 +249,7 @@ class PrometheusProvider:
         store = self.store
         names = self._names(metric)
         keys = [(scope.namespace, n, metric_selector) for n in names]
-        if all(store.has(k) for k in keys):   # the usual case: no suspension, so no task per key either
+        if all(store.has(k) for k in keys):  # the usual case: no suspension, so no task per key either
             fresh = [await store.get(k) for k in keys]
         else:
             fresh = list(await asyncio.gather(*(store.get(k) for k in keys)))
@@ -239,13 +261,14 @@ class PrometheusProvider:
                 per_metric[n] = dict(values)
                 continue
             per_metric[n] = {p: values[p] for p in wanted if p in values}
-            if len(per_metric[n]) < len(wanted):   # a new pod may have data since the last refresh
+            if len(per_metric[n]) < len(wanted):  # a new pod may have data since the last refresh
                 store.refresh_soon(key, [p for p in wanted if p not in values])
         queries = {n: f.value.query for n, f in zip(names, fresh, strict=True)}
         age = max(f.age_s for f in fresh)
         if metric in self.catalog.metrics:
-            return MetricReading(metric, per_metric[metric], queries, {}, age_s=age,
-                                 quantities=fresh[0].value.quantities)
+            return MetricReading(
+                metric, per_metric[metric], queries, {}, age_s=age, quantities=fresh[0].value.quantities
+            )
         self._check_terms(metric, scope, per_metric)
         fkey = (scope.namespace, metric, metric_selector)
         cached = self._fused.get(fkey)
@@ -257,17 +280,18 @@ class PrometheusProvider:
                 fused = {p: cached.composite[p] for p in wanted if p in cached.composite}
                 values = {p: cached.values[p] for p in fused}
             quantities = cached.quantities
-        else:   # not fused yet for these term values: fuse this request's pods (and have the next refresh do it)
+        else:  # not fused yet for these term values: fuse this request's pods (and have the next refresh do it)
             if fkey not in self._fused:
-                if len(self._fused) >= self.store.config.max_keys:   # bounded like the store's keys
+                if len(self._fused) >= self.store.config.max_keys:  # bounded like the store's keys
                     self._fused.clear()
                 self._fused[fkey] = None
             fused = fuse(self.catalog.composites[metric].terms, per_metric)
             values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
-        return MetricReading(metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age,
-                             quantities=quantities)
+        return MetricReading(
+            metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age, quantities=quantities
+        )
 
     def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None:
         """How old the stored data behind ``metric`` in ``namespace`` is (the oldest of its catalog metrics);
@@ -285,8 +309,9 @@ class PrometheusProvider:
         if self.store is not None:
             await self.store.close()
 
-    async def read(self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING,
-                   at: float | None = None) -> MetricReading:
+    async def read(
+        self, metric: str, scope: Scope, metric_selector: Selector = EVERYTHING, at: float | None = None
+    ) -> MetricReading:
         """Per-pod values of a catalog metric or composite over ``scope`` (one query per catalog metric)."""
         at = self.clock() if at is None else at
         names = self._names(metric)
@@ -295,9 +320,15 @@ class PrometheusProvider:
         samples = dict(zip(names, answers, strict=True))
         rejected = Rejections()
         per_metric = {
-            n: reduce_by_pod(samples[n], self.catalog.layouts_for(self.catalog.metrics[n]),
-                             self.catalog.metrics[n].reduce, scope.namespace, scope.pods,
-                             nonnegative=self.catalog.metrics[n].nonnegative, rejected=rejected)
+            n: reduce_by_pod(
+                samples[n],
+                self.catalog.layouts_for(self.catalog.metrics[n]),
+                self.catalog.metrics[n].reduce,
+                scope.namespace,
+                scope.pods,
+                nonnegative=self.catalog.metrics[n].nonnegative,
+                rejected=rejected,
+            )
             for n in names
         }
         notes = self._report_rejected(metric, scope.namespace, rejected)
@@ -311,11 +342,13 @@ class PrometheusProvider:
         return MetricReading(metric, values, queries, samples, composite=fused, rejected=notes, terms=per_metric)
 
     def _sample(self, obj: ObjectRef, metric: str, pv: PodValue, metric_selector: Selector) -> MetricSample:
-        return MetricSample(obj=obj, metric=metric, ts=pv.ts, value=pv.value, window_s=self.window_s(metric),
-                            selector=metric_selector)
+        return MetricSample(
+            obj=obj, metric=metric, ts=pv.ts, value=pv.value, window_s=self.window_s(metric), selector=metric_selector
+        )
 
-    async def get_metric_by_selector(self, namespace: str, selector: Selector, info: MetricInfo,
-                                     metric_selector: Selector) -> PodSamples | list[MetricSample]:
+    async def get_metric_by_selector(
+        self, namespace: str, selector: Selector, info: MetricInfo, metric_selector: Selector
+    ) -> PodSamples | list[MetricSample]:
         if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
             raise metric_not_found(info)
         selector_matchers(metric_selector)  # a selector PromQL cannot express is a 400 even with no pods
@@ -329,10 +362,16 @@ class PrometheusProvider:
         reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
         values = reading.values
         found = [pod for pod in pods if pod in values]
-        return PodSamples(namespace, info.metric, self.window_s(info.metric), metric_selector, found,
-                          [values[pod].ts for pod in found],
-                          [boosted(values[pod].value, boost) for pod in found],
-                          reading.quantities if boost == 1.0 else None)
+        return PodSamples(
+            namespace,
+            info.metric,
+            self.window_s(info.metric),
+            metric_selector,
+            found,
+            [values[pod].ts for pod in found],
+            [boosted(values[pod].value, boost) for pod in found],
+            reading.quantities if boost == 1.0 else None,
+        )
 
     # -- forecast ----------------------------------------------------------------------------------
     def _base(self, metric: str) -> str:
@@ -342,8 +381,9 @@ class PrometheusProvider:
         return metric
 
     def _is_boosted(self, metric: str) -> bool:
-        return self.forecasts is not None and self.catalog.forecast is not None and \
-            metric == self.catalog.forecast.boosted
+        return (
+            self.forecasts is not None and self.catalog.forecast is not None and metric == self.catalog.forecast.boosted
+        )
 
     def _boost(self, key: WorkloadKey, metric: str) -> float:
         if self.forecasts is None or self.catalog.forecast is None or metric != self.catalog.forecast.boosted:
@@ -382,8 +422,7 @@ class PrometheusProvider:
             return Scope(obj.namespace, tuple(await self.pods.pods_for_deployment(obj.namespace, obj.name)))
         return Scope(obj.name, None)  # a namespace: every pod in it that has data
 
-    async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo,
-                                 metric_selector: Selector) -> MetricSample:
+    async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
         if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
             raise metric_not_found(info, obj.name)
         selector_matchers(metric_selector)
@@ -404,8 +443,9 @@ class PrometheusProvider:
         if info.resource == "pods":
             return self._sample(obj, info.metric, _times(reading.values[obj.name], boost), metric_selector)
         values = list(reading.values.values())
-        pv = PodValue(combine([v.value for v in values], self._combine_rule(info.metric)),
-                      max(v.ts for v in values), len(values))
+        pv = PodValue(
+            combine([v.value for v in values], self._combine_rule(info.metric)), max(v.ts for v in values), len(values)
+        )
         return self._sample(obj, info.metric, _times(pv, boost), metric_selector)
 
     # -- what explain asks besides the API's questions (explain.collect.ExplainSource) ---------------
@@ -418,7 +458,6 @@ class PrometheusProvider:
     async def raw_query(self, promql: PromQL, at: float) -> list[Sample]:
         """One instant query's samples as the backend answers them (explain's per-GPU samples)."""
         return await self.client.query(promql, at)
-
 
 
 def _times(pv: PodValue, boost: float) -> PodValue:

@@ -47,7 +47,7 @@ TENANT_HEADER = "X-Scope-OrgID"
 # "URL format").
 _VM_CLUSTER_PATH = re.compile(r"^(.*)/select/(\d+(:\d+)?)/prometheus/?$")
 _ACCOUNT = re.compile(r"^\d+(:\d+)?$")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")   # RFC 9110 token
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 token
 
 
 def flavour_params(flavour: str) -> dict[str, str]:
@@ -93,24 +93,31 @@ def resolve_url(url: str, flavour: str, access: BackendAccess) -> str:
         raise ConfigError(f"--prometheus-url {redact_url(url)!r}: expected an http:// or https:// URL")
     tls_opts = access.ca_file or access.cert_file or access.insecure_skip_verify
     if tls_opts and scheme != "https":
-        raise ConfigError("--backend-ca-file / --backend-cert-file / --backend-insecure-skip-verify need an "
-                          "https:// --prometheus-url")
+        raise ConfigError(
+            "--backend-ca-file / --backend-cert-file / --backend-insecure-skip-verify need an https:// --prometheus-url"
+        )
     if flavour == "victoriametrics-cluster":
         match = _VM_CLUSTER_PATH.match(urlsplit(base).path)
         if match is None:
             if access.tenant is None:
-                raise ConfigError("--backend victoriametrics-cluster: --prometheus-url must end in "
-                                  "/select/<accountID>/prometheus (e.g. http://vmselect:8481/select/0/prometheus), "
-                                  "or give vmselect's root URL and --backend-tenant <accountID>")
+                raise ConfigError(
+                    "--backend victoriametrics-cluster: --prometheus-url must end in "
+                    "/select/<accountID>/prometheus (e.g. http://vmselect:8481/select/0/prometheus), "
+                    "or give vmselect's root URL and --backend-tenant <accountID>"
+                )
             if not _ACCOUNT.match(access.tenant):
-                raise ConfigError(f"--backend-tenant {access.tenant!r}: VictoriaMetrics cluster tenants are "
-                                  "<accountID> or <accountID>:<projectID> (numbers)")
+                raise ConfigError(
+                    f"--backend-tenant {access.tenant!r}: VictoriaMetrics cluster tenants are "
+                    "<accountID> or <accountID>:<projectID> (numbers)"
+                )
             return f"{base}/select/{access.tenant}/prometheus"
         if access.tenant is not None and access.tenant != match.group(2):
             raise ConfigError(f"--backend-tenant {access.tenant!r} contradicts the URL's tenant {match.group(2)!r}")
     elif access.tenant is not None and flavour != "mimir":
-        raise ConfigError("--backend-tenant applies to --backend mimir (X-Scope-OrgID) and victoriametrics-cluster "
-                          "(the URL's accountID); for another header use --backend-header NAME=VALUE")
+        raise ConfigError(
+            "--backend-tenant applies to --backend mimir (X-Scope-OrgID) and victoriametrics-cluster "
+            "(the URL's accountID); for another header use --backend-header NAME=VALUE"
+        )
     return base
 
 
@@ -135,8 +142,10 @@ def ssl_context(access: BackendAccess) -> ssl.SSLContext:
         # The exception names the file and the reason (no key material).
         raise ConfigError(f"backend TLS files: {exc}") from None
     if access.insecure_skip_verify:
-        log.warning("BACKEND TLS VERIFICATION IS OFF (--backend-insecure-skip-verify): the backend's certificate "
-                    "is not checked; anyone on the path can read and forge metrics. Use --backend-ca-file instead.")
+        log.warning(
+            "BACKEND TLS VERIFICATION IS OFF (--backend-insecure-skip-verify): the backend's certificate "
+            "is not checked; anyone on the path can read and forge metrics. Use --backend-ca-file instead."
+        )
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
@@ -234,8 +243,9 @@ class TLSReloader:
                     self._ctx.load_verify_locations(cafile=a.ca_file)
                     log.info("backend CA file %s changed: its certificates are trusted too", a.ca_file)
             except (OSError, ssl.SSLError) as exc:
-                log.warning("backend TLS files changed but do not load (yet): %s; keeping the previous ones",
-                            type(exc).__name__)
+                log.warning(
+                    "backend TLS files changed but do not load (yet): %s; keeping the previous ones", type(exc).__name__
+                )
                 return
             self._stamps = stamps
 
@@ -269,8 +279,9 @@ class FileAuth(httpx.Auth):
                 try:
                     secret.get()
                 except UpstreamError:
-                    raise ConfigError(f"cannot read {secret.path} (or it is empty / not in the expected format)"
-                                      ) from None
+                    raise ConfigError(
+                        f"cannot read {secret.path} (or it is empty / not in the expected format)"
+                    ) from None
 
 
 def _client_kwargs(url: str, flavour: str, access: BackendAccess) -> dict[str, object]:
@@ -281,8 +292,9 @@ def _client_kwargs(url: str, flavour: str, access: BackendAccess) -> dict[str, o
     if access.max_answer_bytes < 1024:
         raise ConfigError("--backend-max-answer-bytes must be at least 1024")
     ctx = ssl_context(access) if urlsplit(url).scheme == "https" else None
-    auth = FileAuth(access, TLSReloader(ctx, access) if ctx is not None and (access.cert_file or access.ca_file)
-                    else None)
+    auth = FileAuth(
+        access, TLSReloader(ctx, access) if ctx is not None and (access.cert_file or access.ca_file) else None
+    )
     auth.check()
     # trust_env stays httpx's default (HTTPS_PROXY / NO_PROXY honoured), as before these options existed.
     kwargs: dict[str, object] = {"headers": request_headers(flavour, access), "auth": auth}
@@ -291,8 +303,14 @@ def _client_kwargs(url: str, flavour: str, access: BackendAccess) -> dict[str, o
     return kwargs
 
 
-def open_http(url: str, flavour: str, access: BackendAccess, *, limits: httpx.Limits | None = None,
-              transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
+def open_http(
+    url: str,
+    flavour: str,
+    access: BackendAccess,
+    *,
+    limits: httpx.Limits | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> httpx.AsyncClient:
     """The configured async client (the caller closes it: ``async with open_http(...) as http``).
 
     ``url`` is the resolved base URL (``resolve_url``). Raises ConfigError for unusable options.
@@ -310,38 +328,69 @@ def sync_http(url: str, flavour: str, access: BackendAccess, *, timeout_s: float
 
 # -- argv ----------------------------------------------------------------------------------------------------------
 
-def add_backend_arguments(p: argparse.ArgumentParser, *, required_url: bool = True,
-                          query_timeout_default: float = 5.0) -> None:
+
+def add_backend_arguments(
+    p: argparse.ArgumentParser, *, required_url: bool = True, query_timeout_default: float = 5.0
+) -> None:
     """Declare ``--prometheus-url``, ``--backend`` and the connection flags on ``p`` (one group)."""
     g = p.add_argument_group("metrics backend (Prometheus, VictoriaMetrics, Thanos, Mimir/Cortex)")
-    g.add_argument("--prometheus-url", required=required_url,
-                   help="base URL the backend's /api/v1/query answers under, e.g. http://prometheus:9090, "
-                        "https://thanos-querier:9091, http://mimir/prometheus, http://vmselect:8481/select/0/prometheus")
-    g.add_argument("--backend", choices=FLAVOURS, default="prometheus",
-                   help="what answers at --prometheus-url: sets the partial-answer rules and parameters "
-                        "(thanos: dedup=true&partial_response=false; victoriametrics[-cluster]: nocache=1&"
-                        "deny_partial_response=1; mimir: tenant header). Default prometheus")
-    g.add_argument("--query-timeout", type=float, default=query_timeout_default,
-                   help=f"seconds one backend query may take in total, body included (default "
-                        f"{query_timeout_default:g})")
-    g.add_argument("--backend-ca-file", help="CA bundle (PEM) that signs the backend's certificate "
-                                              "(default: the system's CAs)")
-    g.add_argument("--backend-cert-file", help="client certificate (PEM) for mTLS to the backend; reloaded when "
-                                                "it changes")
+    g.add_argument(
+        "--prometheus-url",
+        required=required_url,
+        help="base URL the backend's /api/v1/query answers under, e.g. http://prometheus:9090, "
+        "https://thanos-querier:9091, http://mimir/prometheus, http://vmselect:8481/select/0/prometheus",
+    )
+    g.add_argument(
+        "--backend",
+        choices=FLAVOURS,
+        default="prometheus",
+        help="what answers at --prometheus-url: sets the partial-answer rules and parameters "
+        "(thanos: dedup=true&partial_response=false; victoriametrics[-cluster]: nocache=1&"
+        "deny_partial_response=1; mimir: tenant header). Default prometheus",
+    )
+    g.add_argument(
+        "--query-timeout",
+        type=float,
+        default=query_timeout_default,
+        help=f"seconds one backend query may take in total, body included (default {query_timeout_default:g})",
+    )
+    g.add_argument(
+        "--backend-ca-file", help="CA bundle (PEM) that signs the backend's certificate (default: the system's CAs)"
+    )
+    g.add_argument(
+        "--backend-cert-file", help="client certificate (PEM) for mTLS to the backend; reloaded when it changes"
+    )
     g.add_argument("--backend-key-file", help="its private key (PEM)")
-    g.add_argument("--backend-token-file",
-                   help="file holding a bearer token, re-read when it changes (e.g. the projected ServiceAccount "
-                        "token /var/run/secrets/kubernetes.io/serviceaccount/token)")
+    g.add_argument(
+        "--backend-token-file",
+        help="file holding a bearer token, re-read when it changes (e.g. the projected ServiceAccount "
+        "token /var/run/secrets/kubernetes.io/serviceaccount/token)",
+    )
     g.add_argument("--backend-basic-auth-file", help="file holding one line USER:PASSWORD, re-read when it changes")
-    g.add_argument("--backend-header", action="append", default=[], metavar="NAME=VALUE",
-                   help="extra header on every backend request; repeatable (values are never logged)")
-    g.add_argument("--backend-tenant", default=None,
-                   help="tenant: sent as X-Scope-OrgID for --backend mimir; the <accountID>[:<projectID>] of the "
-                        "URL for victoriametrics-cluster")
-    g.add_argument("--backend-insecure-skip-verify", action="store_true",
-                   help="do not verify the backend's TLS certificate (logged loudly; testing only)")
-    g.add_argument("--backend-max-answer-bytes", type=int, default=DEFAULT_MAX_ANSWER_BYTES,
-                   help=f"largest backend answer read; bigger ones are a 503 (default {DEFAULT_MAX_ANSWER_BYTES})")
+    g.add_argument(
+        "--backend-header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra header on every backend request; repeatable (values are never logged)",
+    )
+    g.add_argument(
+        "--backend-tenant",
+        default=None,
+        help="tenant: sent as X-Scope-OrgID for --backend mimir; the <accountID>[:<projectID>] of the "
+        "URL for victoriametrics-cluster",
+    )
+    g.add_argument(
+        "--backend-insecure-skip-verify",
+        action="store_true",
+        help="do not verify the backend's TLS certificate (logged loudly; testing only)",
+    )
+    g.add_argument(
+        "--backend-max-answer-bytes",
+        type=int,
+        default=DEFAULT_MAX_ANSWER_BYTES,
+        help=f"largest backend answer read; bigger ones are a 503 (default {DEFAULT_MAX_ANSWER_BYTES})",
+    )
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -357,10 +406,16 @@ def _header(text: str) -> tuple[str, str]:
 def access_from_args(args: argparse.Namespace) -> BackendAccess:
     """The ``BackendAccess`` the flags of ``add_backend_arguments`` describe."""
     return BackendAccess(
-        ca_file=args.backend_ca_file, cert_file=args.backend_cert_file, key_file=args.backend_key_file,
-        token_file=args.backend_token_file, basic_auth_file=args.backend_basic_auth_file,
-        headers=tuple(_header(h) for h in args.backend_header), tenant=args.backend_tenant,
-        insecure_skip_verify=args.backend_insecure_skip_verify, max_answer_bytes=args.backend_max_answer_bytes)
+        ca_file=args.backend_ca_file,
+        cert_file=args.backend_cert_file,
+        key_file=args.backend_key_file,
+        token_file=args.backend_token_file,
+        basic_auth_file=args.backend_basic_auth_file,
+        headers=tuple(_header(h) for h in args.backend_header),
+        tenant=args.backend_tenant,
+        insecure_skip_verify=args.backend_insecure_skip_verify,
+        max_answer_bytes=args.backend_max_answer_bytes,
+    )
 
 
 def check_access(url: str, flavour: str, access: BackendAccess) -> str:
@@ -388,5 +443,9 @@ def backend_settings(args: argparse.Namespace) -> BackendSettings:
     if args.query_timeout <= 0:
         raise ConfigError("--query-timeout must be positive")
     check_access(args.prometheus_url, args.backend, access)
-    return BackendSettings(prometheus_url=args.prometheus_url, backend=args.backend,
-                           query_timeout_s=args.query_timeout, backend_access=access)
+    return BackendSettings(
+        prometheus_url=args.prometheus_url,
+        backend=args.backend,
+        query_timeout_s=args.query_timeout,
+        backend_access=access,
+    )

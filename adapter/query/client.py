@@ -64,10 +64,18 @@ class PromClient:
     error messages never carry the backend's address or its error text; both go to the log.
     """
 
-    def __init__(self, base_url: str, *, http: httpx.AsyncClient, backend: Backend = "prometheus",
-                 timeout_s: float = 5.0, max_concurrency: int = 32,
-                 observer: QueryObserver | None = None, cache_ttl_s: float = 0.0,
-                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        http: httpx.AsyncClient,
+        backend: Backend = "prometheus",
+        timeout_s: float = 5.0,
+        max_concurrency: int = 32,
+        observer: QueryObserver | None = None,
+        cache_ttl_s: float = 0.0,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.backend = backend
         self._http = http
@@ -75,7 +83,7 @@ class PromClient:
         self._timeout_s = timeout_s
         self.max_answer_bytes = max_answer_bytes
         self._params = flavour_params(backend)
-        self._where = redact_url(self.base_url)   # for log lines only
+        self._where = redact_url(self.base_url)  # for log lines only
         # Bounds what one adapter replica can ask of the backend at once, whatever the HPAs do.
         self._sem = asyncio.Semaphore(max_concurrency)
         self._observer = observer
@@ -96,8 +104,9 @@ class PromClient:
                 if status >= 500 or status in (401, 403, 404, 405, 429):
                     # 5xx: the backend is failing; 401/403/404: misconfigured URL or credentials. Either way
                     # the client should retry later, so it is a 503 for the HPA, never a number.
-                    raise BackendAnswerError(f"backend answered HTTP {status} for {endpoint}",
-                                             f"{_HINTS.get(status, '')}{_error_text(body)}")
+                    raise BackendAnswerError(
+                        f"backend answered HTTP {status} for {endpoint}", f"{_HINTS.get(status, '')}{_error_text(body)}"
+                    )
                 try:
                     if len(body) >= _PARSE_OFF_LOOP_BYTES:
                         result = await asyncio.to_thread(parse, body, status)
@@ -105,7 +114,7 @@ class PromClient:
                         result = parse(body, status)
                 except BackendAnswerError:
                     raise
-                except UpstreamError as err:   # not JSON, malformed: log what came instead
+                except UpstreamError as err:  # not JSON, malformed: log what came instead
                     raise BackendAnswerError(err.message, f"{_HINTS.get(status, '')}{_error_text(body)}") from None
                 outcome = "ok" if status < 400 else outcome
                 return result
@@ -115,10 +124,15 @@ class PromClient:
             raise UpstreamError(f"backend did not answer {endpoint} within {self._timeout_s:g}s") from None
         except _TooBig:
             outcome = "too_big"
-            log.warning("backend %s%s: answer larger than %d bytes (--backend-max-answer-bytes); abandoned",
-                        self._where, endpoint, self.max_answer_bytes)
-            raise UpstreamError(f"backend answer to {endpoint} exceeds the {self.max_answer_bytes}-byte limit"
-                                ) from None
+            log.warning(
+                "backend %s%s: answer larger than %d bytes (--backend-max-answer-bytes); abandoned",
+                self._where,
+                endpoint,
+                self.max_answer_bytes,
+            )
+            raise UpstreamError(
+                f"backend answer to {endpoint} exceeds the {self.max_answer_bytes}-byte limit"
+            ) from None
         except httpx.TransportError as exc:
             outcome = "unreachable"
             self.reachable = False
@@ -134,8 +148,14 @@ class PromClient:
                 self._observer(self.backend, endpoint, time.perf_counter() - started, outcome)
 
     async def _post(self, endpoint: str, form: dict[str, str]) -> tuple[bytes, int]:
-        request = self._http.build_request("POST", f"{self.base_url}{endpoint}", params=self._params,
-                                           content=form_encode(form), headers=_FORM_HEADERS, timeout=self._timeout)
+        request = self._http.build_request(
+            "POST",
+            f"{self.base_url}{endpoint}",
+            params=self._params,
+            content=form_encode(form),
+            headers=_FORM_HEADERS,
+            timeout=self._timeout,
+        )
         resp = await self._http.send(request, stream=True)
         try:
             self.reachable = True
@@ -144,7 +164,7 @@ class PromClient:
                 raise _TooBig
             chunks: list[bytes] = []
             size = 0
-            async for chunk in resp.aiter_bytes():   # decoded: a gzip bomb counts at its real size
+            async for chunk in resp.aiter_bytes():  # decoded: a gzip bomb counts at its real size
                 size += len(chunk)
                 if size > self.max_answer_bytes:
                     raise _TooBig
@@ -177,25 +197,36 @@ class PromClient:
 
 
 @contextlib.asynccontextmanager
-async def open_backend(settings: Settings, *, limits: httpx.Limits | None = None,
-                       transport: httpx.AsyncBaseTransport | None = None,
-                       observer: QueryObserver | None = None) -> AsyncIterator[PromClient]:
+async def open_backend(
+    settings: Settings,
+    *,
+    limits: httpx.Limits | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    observer: QueryObserver | None = None,
+) -> AsyncIterator[PromClient]:
     """The ``PromClient`` every command uses: URL layout, flavour, TLS, credentials, headers, timeout and answer
     limit from ``settings`` (``backend_settings(args)`` fills them from argv). Closes its HTTP client on exit."""
     access = settings.backend_access
     url = resolve_url(settings.prometheus_url, settings.backend, access)
     async with open_http(url, settings.backend, access, limits=limits, transport=transport) as http:
-        yield PromClient(url, http=http, backend=settings.backend, timeout_s=settings.query_timeout_s,
-                         max_concurrency=settings.max_upstream_concurrency, observer=observer,
-                         cache_ttl_s=settings.catalog.cache_ttl_seconds,
-                         max_answer_bytes=access.max_answer_bytes)
+        yield PromClient(
+            url,
+            http=http,
+            backend=settings.backend,
+            timeout_s=settings.query_timeout_s,
+            max_concurrency=settings.max_upstream_concurrency,
+            observer=observer,
+            cache_ttl_s=settings.catalog.cache_ttl_seconds,
+            max_answer_bytes=access.max_answer_bytes,
+        )
 
 
 _FORM_HEADERS = {"Content-Type": "application/x-www-form-urlencoded"}
 # application/x-www-form-urlencoded, one C-level translate() pass: urllib's quote_plus walks the bytes in a
 # Python list comprehension, ~1 ms for a selector over 100 pods (measured); ASCII is all PromQL needs.
-_FORM_TABLE = {c: (chr(c) if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_.-~") else f"%{c:02X}")
-               for c in range(128)}
+_FORM_TABLE = {
+    c: (chr(c) if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_.-~") else f"%{c:02X}") for c in range(128)
+}
 _FORM_TABLE[ord(" ")] = "+"
 
 
@@ -213,10 +244,12 @@ def form_encode(form: dict[str, str]) -> bytes:
     return "&".join(f"{parts[i]}={parts[i + 1]}" for i in range(0, len(parts), 2)).encode("ascii")
 
 
-_HINTS = {400: "a gateway refused the request (no or untrusted client certificate? check --backend-cert-file)",
-          401: "check --backend-token-file / --backend-basic-auth-file / --backend-cert-file",
-          403: "the credentials were accepted but lack access (RBAC, tenant)",
-          404: "check --prometheus-url's path prefix (e.g. /prometheus, /select/0/prometheus)"}
+_HINTS = {
+    400: "a gateway refused the request (no or untrusted client certificate? check --backend-cert-file)",
+    401: "check --backend-token-file / --backend-basic-auth-file / --backend-cert-file",
+    403: "the credentials were accepted but lack access (RBAC, tenant)",
+    404: "check --prometheus-url's path prefix (e.g. /prometheus, /select/0/prometheus)",
+}
 
 
 def _error_text(body: bytes) -> str:

@@ -112,8 +112,9 @@ def _pod_match(scope: Scope) -> tuple[str, str]:
     return "=~", quote(any_of(scope.pods))
 
 
-def layout_matchers(layout: Layout, scope: Scope, extra: Sequence[str] = (),
-                    pod_match: tuple[str, str] | None = None) -> str:
+def layout_matchers(
+    layout: Layout, scope: Scope, extra: Sequence[str] = (), pod_match: tuple[str, str] | None = None
+) -> str:
     """The matchers that pick the scope's pods in one label layout, followed by ``extra``."""
     op, operand = pod_match or _pod_match(scope)
     # The layout's trust rules go into the query itself, so series from untrusted targets never reach a

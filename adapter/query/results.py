@@ -64,13 +64,13 @@ def _decode(text: str, pos: int, path: tuple[str, ...]) -> tuple[Any, int]:
     """The JSON value at ``pos`` (no leading whitespace) and the position after it; containers on ``_SPLIT``
     paths are walked here, one member or item per ``raw_decode`` call."""
     opener = _SPLIT.get(path)
-    if opener is None or text[pos:pos + 1] != opener:
+    if opener is None or text[pos : pos + 1] != opener:
         return _DECODER.raw_decode(text, pos)
     closer = "}" if opener == "{" else "]"
     obj: dict[str, Any] = {}
     items: list[Any] = []
     pos = _skip(text, pos + 1)
-    if text[pos:pos + 1] == closer:
+    if text[pos : pos + 1] == closer:
         return (obj if opener == "{" else items), pos + 1
     while True:
         if opener == "{":
@@ -78,14 +78,14 @@ def _decode(text: str, pos: int, path: tuple[str, ...]) -> tuple[Any, int]:
             if not isinstance(key, str):
                 raise ValueError("object key is not a string")
             pos = _skip(text, pos)
-            if text[pos:pos + 1] != ":":
+            if text[pos : pos + 1] != ":":
                 raise ValueError("expected ':'")
             obj[key], pos = _decode(text, _skip(text, pos + 1), (*path, key))
         else:
             item, pos = _DECODER.raw_decode(text, pos)
             items.append(item)
         pos = _skip(text, pos)
-        sep = text[pos:pos + 1]
+        sep = text[pos : pos + 1]
         if sep == closer:
             return (obj if opener == "{" else items), pos + 1
         if sep != ",":
@@ -151,14 +151,14 @@ def _data(body: bytes, status_code: int) -> dict[str, Any]:
         raise BackendAnswerError(f"backend query failed ({etype or status_code})", error)
     if doc.get("isPartial") is True:
         # vmselect with a vmstorage node down (when deny_partial_response is not honoured).
-        raise PartialAnswer("the backend's answer is partial (isPartial); not served as complete",
-                            "isPartial=true")
+        raise PartialAnswer("the backend's answer is partial (isPartial); not served as complete", "isPartial=true")
     warnings = doc.get("warnings")
     if warnings:
         # Prometheus / Thanos: the answer lacks what an unreachable store holds. (``infos`` are informational.)
         detail = "; ".join(str(w) for w in warnings[:5]) if isinstance(warnings, list) else str(warnings)
-        raise PartialAnswer("the backend's answer is partial (it carries warnings); not served as complete",
-                            detail[:500])
+        raise PartialAnswer(
+            "the backend's answer is partial (it carries warnings); not served as complete", detail[:500]
+        )
     data = doc.get("data")
     if not isinstance(data, dict):
         raise UpstreamError("backend answer has no data object")
@@ -205,8 +205,11 @@ def _matrix(body: bytes, status_code: int) -> list[RangeSeries]:
         out = []
         for item in result:
             points = item["values"]
-            out.append(RangeSeries(dict(item["metric"]), tuple(float(p[0]) for p in points),
-                                   tuple(_float(p[1]) for p in points)))
+            out.append(
+                RangeSeries(
+                    dict(item["metric"]), tuple(float(p[0]) for p in points), tuple(_float(p[1]) for p in points)
+                )
+            )
         return out
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise UpstreamError(f"backend answer is malformed: {exc}") from None

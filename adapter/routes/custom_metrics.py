@@ -95,9 +95,11 @@ async def unmatched(request: Request) -> Response:
     return await _answer(request, get)
 
 
-_SHAPES = (("namespace", "/namespaces/{namespace}/metrics/{metric}"),
-           ("namespaced", "/namespaces/{namespace}/{resource}/{name}/{metric}"),
-           ("root", "/{resource}/{name}/{metric}"))
+_SHAPES = (
+    ("namespace", "/namespaces/{namespace}/metrics/{metric}"),
+    ("namespaced", "/namespaces/{namespace}/{resource}/{name}/{metric}"),
+    ("root", "/{resource}/{name}/{metric}"),
+)
 
 
 def _table() -> tuple[list[tuple[str, Endpoint, list[str]]], dict[Endpoint, tuple[str, str]]]:

@@ -33,14 +33,14 @@ MAX_SELECTOR_CHARS = 16 * 1024
 
 def api_group() -> dict[str, Any]:
     version = {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [version],
-            "preferredVersion": version}
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [version], "preferredVersion": version}
 
 
 async def apis(request: Request) -> Response:
     """``/apis``: both groups this server serves (the aggregator's discovery; never a 503)."""
-    return json_response(request, {"kind": "APIGroupList", "apiVersion": "v1",
-                                   "groups": [custom_api_group(), api_group()]})
+    return json_response(
+        request, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [custom_api_group(), api_group()]}
+    )
 
 
 async def group(request: Request) -> Response:
@@ -61,9 +61,15 @@ def value_list(items: list[ExternalValue]) -> dict[str, Any]:
 
 def resource_list(metrics: list[str]) -> dict[str, Any]:
     """APIResourceList for discovery: one namespaced resource per external metric."""
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
-            "resources": [{"name": m, "singularName": "", "namespaced": True, "kind": "ExternalMetricValueList",
-                           "verbs": ["get"]} for m in metrics]}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{GROUP}/{VERSION}",
+        "resources": [
+            {"name": m, "singularName": "", "namespaced": True, "kind": "ExternalMetricValueList", "verbs": ["get"]}
+            for m in metrics
+        ],
+    }
 
 
 def _provider(request: Request) -> ExternalProvider | None:
@@ -95,7 +101,7 @@ async def metrics_api(request: Request) -> Response:
         if request.method != "GET":
             raise MethodNotAllowed("the server does not allow this method on the requested resource", details={})
         check_accept(request)
-        version, _, tail = request.url.path[len(PREFIX) + 1:].partition("/")
+        version, _, tail = request.url.path[len(PREFIX) + 1 :].partition("/")
         parts = tail.split("/") if tail else []
         if version != VERSION or any(p == "" for p in parts):
             raise route_not_found()
@@ -106,8 +112,10 @@ async def metrics_api(request: Request) -> Response:
             raise route_not_found()
         namespace, metric = parts[1], parts[2]
         if len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
-            raise BadRequest(f"invalid namespace name {namespace[:80]!r}: must be a lowercase RFC 1123 label "
-                             "of at most 63 characters")
+            raise BadRequest(
+                f"invalid namespace name {namespace[:80]!r}: must be a lowercase RFC 1123 label "
+                "of at most 63 characters"
+            )
         selector = _selector(request)
         if provider is None:
             raise route_not_found(f"external metric {metric!r}")

@@ -32,9 +32,16 @@ class SizeLimit:
             if header_bytes > MAX_HEADER_BYTES or target > MAX_TARGET_BYTES:
                 what = "request headers" if header_bytes > MAX_HEADER_BYTES else "request target"
                 body = go_json(status(TooLarge(f"{what} too large")))
-                await send({"type": "http.response.start", "status": 431,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 431,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)

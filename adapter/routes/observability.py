@@ -32,9 +32,18 @@ EXTERNAL_PREFIX = "/apis/external.metrics.k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
 # The classic text format: every Prometheus 2.x parses it.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_FIXED = {"/apis": "apis", API_PREFIX: "group", "/metrics": "metrics", "/explain": "explain",
-          "/livez": "health", "/healthz": "health", "/readyz": "health", "/version": "version",
-          "/openapi/v2": "openapi", "/openapi/v3": "openapi"}
+_FIXED = {
+    "/apis": "apis",
+    API_PREFIX: "group",
+    "/metrics": "metrics",
+    "/explain": "explain",
+    "/livez": "health",
+    "/healthz": "health",
+    "/readyz": "health",
+    "/version": "version",
+    "/openapi/v2": "openapi",
+    "/openapi/v3": "openapi",
+}
 
 
 def classify(path: str) -> tuple[str, str, str | None, str | None]:
@@ -49,11 +58,11 @@ def classify(path: str) -> tuple[str, str, str | None, str | None]:
     if fixed is not None:
         return fixed, "", None, None
     if path.startswith(EXTERNAL_PREFIX + "/") or path.rstrip("/") == EXTERNAL_PREFIX:
-        ext_version = path[len(EXTERNAL_PREFIX) + 1:].partition("/")[0]
+        ext_version = path[len(EXTERNAL_PREFIX) + 1 :].partition("/")[0]
         return "external", ext_version if ext_version in ("", "v1beta1") else "other", None, None
     if not path.startswith(API_PREFIX + "/"):
         return "other", "", None, None
-    version, _, tail = path[len(API_PREFIX) + 1:].partition("/")
+    version, _, tail = path[len(API_PREFIX) + 1 :].partition("/")
     version = version if version in VERSIONS else "other"
     parts = tail.split("/") if tail else []
     if not parts:
@@ -79,7 +88,7 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500   # what the server answers if the app raises before starting a response
+        status = 500  # what the server answers if the app raises before starting a response
 
         async def record_status(message: Message) -> None:
             nonlocal status
@@ -112,8 +121,11 @@ async def metrics(request: Request) -> Response:
     body = obs.exposition()
     if "gzip" in request.headers.get("accept-encoding", ""):
         # Prometheus asks for gzip; a 1,000-pod exposition shrinks about 10x at the cheapest level.
-        return Response(gzip.compress(body, compresslevel=1), media_type=METRICS_CONTENT_TYPE,
-                        headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+        return Response(
+            gzip.compress(body, compresslevel=1),
+            media_type=METRICS_CONTENT_TYPE,
+            headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"},
+        )
     return Response(body, media_type=METRICS_CONTENT_TYPE)
 
 
@@ -142,7 +154,7 @@ async def explain_endpoint(request: Request) -> Response:
         ex = await _explain(request)
     except AdapterError as err:
         return error_response(request, err)
-    except ConfigError as err:   # an HPA manifest the model cannot read
+    except ConfigError as err:  # an HPA manifest the model cannot read
         return error_response(request, BadRequest(str(err)))
     except Exception:  # a bug: log it with its stack, answer without one
         log.exception("explain failed")
@@ -161,8 +173,14 @@ async def _explain(request: Request) -> Explanation:
     if not namespace or not metric:
         raise BadRequest("namespace and metric are required, and one of selector or deployment")
     hpa = await _hpa_from_body(request) if request.method == "POST" else None
-    return await explain(source, namespace=namespace, metric=metric, selector=params.get("selector"),
-                         deployment=params.get("deployment"), hpa=hpa)
+    return await explain(
+        source,
+        namespace=namespace,
+        metric=metric,
+        selector=params.get("selector"),
+        deployment=params.get("deployment"),
+        hpa=hpa,
+    )
 
 
 def add_routes(app: Any) -> None:

@@ -33,11 +33,20 @@ async def readyz(request: Request) -> Response:
 async def version(request: Request) -> Response:
     # Shaped like k8s.io/apimachinery version.Info. The kubectl dispatcher picks a kubectl by the
     # server's minor version, so we name the API level we implement and put our own version in gitVersion.
-    return json_response(request, {
-        "major": "1", "minor": "32", "gitVersion": f"v1.32.0+llm-hpa-adapter.{__version__}",
-        "gitCommit": "", "gitTreeState": "", "buildDate": "", "goVersion": "",
-        "compiler": "cpython", "platform": f"{platform.system().lower()}/{platform.machine()}",
-    })
+    return json_response(
+        request,
+        {
+            "major": "1",
+            "minor": "32",
+            "gitVersion": f"v1.32.0+llm-hpa-adapter.{__version__}",
+            "gitCommit": "",
+            "gitTreeState": "",
+            "buildDate": "",
+            "goVersion": "",
+            "compiler": "cpython",
+            "platform": f"{platform.system().lower()}/{platform.machine()}",
+        },
+    )
 
 
 async def openapi(request: Request) -> Response:

@@ -110,9 +110,7 @@ class FleetConfig:
 
     def __post_init__(self) -> None:
         if self.gpus_per_pod < 1 or self.gpus_per_node < 1 or self.gpus_per_node % self.gpus_per_pod:
-            raise ValueError(
-                f"gpus_per_pod ({self.gpus_per_pod}) must divide gpus_per_node ({self.gpus_per_node})"
-            )
+            raise ValueError(f"gpus_per_pod ({self.gpus_per_pod}) must divide gpus_per_node ({self.gpus_per_node})")
         if self.gpus_per_node > len(_PCI_BUSES):
             raise ValueError(f"gpus_per_node must be at most {len(_PCI_BUSES)}")
         for name in ("capacity_rps", "base_service_s", "latency_sigma", "substep_s"):

@@ -84,9 +84,7 @@ class Ledger:
     def empty(cls, minutes: int) -> Ledger:
         """A ledger of ``minutes`` zeroed minutes."""
         z = np.zeros(minutes)
-        return cls(
-            z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), np.zeros((minutes, _UPPER.size + 1))
-        )
+        return cls(z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), np.zeros((minutes, _UPPER.size + 1)))
 
 
 class FluidFleet:
@@ -425,5 +423,3 @@ class FluidFleet:
         led.max_waiting[m] = max(led.max_waiting[m], waiting)
         self._q[idx] = q_end
         self._n[idx] = n_end
-
-

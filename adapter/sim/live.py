@@ -141,7 +141,7 @@ def scaled_catalog(doc: dict[str, Any], speed: float, scrape_interval_s: float) 
                 need_scrapes(wall, f"forecast.{key}")
     out["cache_ttl_seconds"] = float(out.get("cache_ttl_seconds", 0) or 0) / speed
     store = out.get("store")
-    if isinstance(store, dict):   # the value store's refresh, staleness and idle time (defaults: 15s, 2x, 1h)
+    if isinstance(store, dict):  # the value store's refresh, staleness and idle time (defaults: 15s, 2x, 1h)
         for key, default in (("refresh", "15s"), ("max_staleness", None), ("idle", "1h")):
             text = store.get(key, default)
             if text is not None:
@@ -204,9 +204,7 @@ def read_pods_metric(client: httpx.Client, namespace: str, metric: str, selector
         return MetricReading.failed(f"unable to fetch metrics from custom metrics API: {message}")
     try:
         items = response.json()["items"]
-        values = {
-            str(i["describedObject"]["name"]): milli_value(parse_quantity(str(i["value"]))) for i in items
-        }
+        values = {str(i["describedObject"]["name"]): milli_value(parse_quantity(str(i["value"]))) for i in items}
     except (ValueError, KeyError, TypeError) as exc:
         return MetricReading.failed(f"unable to fetch metrics from custom metrics API: bad answer: {exc}")
     return MetricReading.pods(values)
@@ -237,9 +235,7 @@ class Autoscaler:
         """One sync at ``now`` (seconds on the fleet's clock); returns its record and the fleet it saw."""
         snapshot: FleetSnapshot = self.runner.snapshot()
         pods = pod_infos(snapshot, self.cpu_request_milli)
-        metrics = tuple(
-            read_pods_metric(self.client, self.namespace, m.name, self.selector) for m in self.spec.metrics
-        )
+        metrics = tuple(read_pods_metric(self.client, self.namespace, m.name, self.selector) for m in self.spec.metrics)
         current = snapshot.desired_replicas
         status = sum(1 for p in snapshot.pods if p.phase is not PodPhase.TERMINATING)
         decision = self.model.reconcile(now, spec_replicas=current, status_replicas=status, metrics=metrics,
@@ -266,9 +262,7 @@ class ReplayResult:
         return not self.mismatches
 
 
-def replay(
-    spec: HPASpec, records: Sequence[SyncRecord], config: ControllerConfig | None = None
-) -> ReplayResult:
+def replay(spec: HPASpec, records: Sequence[SyncRecord], config: ControllerConfig | None = None) -> ReplayResult:
     """Re-run the recorded syncs through a fresh ``HPAModel``; its replica count is its own last decision
     (starting from the first record's), never the recorded one."""
     model = HPAModel(spec, config)
@@ -419,10 +413,18 @@ def _server_stack(
         try:
             prom.start()
             # The server's own clocks, compressed like everything else (defaults 10 s and 5 s).
-            adapter = AdapterProcess(prom.url, workdir, extra_args=[
-                "--config", str(catalog_path),
-                "--pod-cache-ttl", f"{10.0 / options.speed:g}",
-                "--forecast-tick", f"{5.0 / options.speed:g}"])
+            adapter = AdapterProcess(
+                prom.url,
+                workdir,
+                extra_args=[
+                    "--config",
+                    str(catalog_path),
+                    "--pod-cache-ttl",
+                    f"{10.0 / options.speed:g}",
+                    "--forecast-tick",
+                    f"{5.0 / options.speed:g}",
+                ],
+            )
             stack.callback(adapter.stop)
             adapter.start(options.ready_timeout_s)
         except DevServerError as exc:
@@ -432,9 +434,7 @@ def _server_stack(
         yield runner, url
 
 
-def run_live(
-    policy: Policy, trace: ScaledTrace, config: SimulationConfig, options: LiveOptions
-) -> LiveResult:
+def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, options: LiveOptions) -> LiveResult:
     """Run ``policy`` in the closed loop for ``config.duration_s`` simulated seconds (see the module doc).
 
     The fleet starts at ``config.start_s`` with the initial replicas; the first HPA sync follows a warm-up.
@@ -443,9 +443,7 @@ def run_live(
     """
     for metric in policy.hpa.metrics:
         if metric.type != "Pods":
-            raise SimulationError(
-                f"--live reads Pods metrics only (no metrics-server here): {metric.describe()}"
-            )
+            raise SimulationError(f"--live reads Pods metrics only (no metrics-server here): {metric.describe()}")
     if config.duration_s is None:
         raise SimulationError("--live needs a duration")
     say = options.log or (lambda _text: None)
@@ -456,9 +454,7 @@ def run_live(
     warmup = options.warmup_s if options.warmup_s is not None else latency_window(catalog) + 60.0
     hpa_start = math.ceil((config.start_s + warmup) / period) * period
     spec = policy.hpa
-    replicas = initial_replicas(
-        trace, replace(config, start_s=hpa_start), spec.min_replicas, spec.max_replicas
-    )
+    replicas = initial_replicas(trace, replace(config, start_s=hpa_start), spec.min_replicas, spec.max_replicas)
     # The same waiting before saturation as the offline engine (none with queueing=False).
     fleet = Fleet(
         config.fleet,
@@ -479,9 +475,7 @@ def run_live(
         _server_stack(fleet, trace, clock, live_doc, options) as (runner, url),
         httpx.Client(base_url=url, timeout=options.request_timeout_s, trust_env=False) as client,
     ):
-        autoscaler = Autoscaler(
-            spec, runner, client, deployment.namespace, selector, config.cpu.request_milli
-        )
+        autoscaler = Autoscaler(spec, runner, client, deployment.namespace, selector, config.cpu.request_milli)
         clock.go()
         runner.start()
         say(
@@ -516,9 +510,7 @@ def run_live(
     wall = time.monotonic() - started
     desired = np.asarray([r.desired for r in records], dtype=np.int64)
     per_pod = knee(config)
-    minute_rates = np.asarray(
-        [trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)]
-    )
+    minute_rates = np.asarray([trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)])
     totals = RunTotals(
         completions=accounts.completions,
         over_slo=accounts.over,

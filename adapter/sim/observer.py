@@ -145,9 +145,7 @@ class Observer:
             cpu_milli=cpu,
             running=np.where(ready, fleet.running, 0.0),
             # As adapter.sim.fleet reports it: the full-batch usage times the batch's fill.
-            kv_cache_usage=np.where(
-                ready, cfg.kv_full_usage * np.minimum(fleet.running / cfg.batch_slots, 1.0), 0.0
-            ),
+            kv_cache_usage=np.where(ready, cfg.kv_full_usage * np.minimum(fleet.running / cfg.batch_slots, 1.0), 0.0),
         )
 
     def observed(self, now: float, *, latency: bool = True) -> PodView:
@@ -162,9 +160,7 @@ class Observer:
         ready = fleet.ready_mask(now)
         load_max = fleet.config.load_delay_s[1]
         out = []
-        for pod_id, is_ready, created, ready_at in zip(
-            fleet.ids, ready, fleet.created, fleet.ready_at, strict=True
-        ):
+        for pod_id, is_ready, created, ready_at in zip(fleet.ids, ready, fleet.created, fleet.ready_at, strict=True):
             # Pending: still waiting for a node, i.e. more than one load delay from being ready.
             pending = bool(not is_ready and ready_at - now > load_max + _EPS)
             key = (int(pod_id), bool(is_ready), pending)

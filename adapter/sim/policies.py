@@ -152,9 +152,7 @@ def _pod_target(base: HPASpec, metric: str) -> int | None:
 
 
 def _pods_metric(name: str, milli: int) -> MetricSpec:
-    return MetricSpec(
-        type="Pods", name=name, target=MetricTarget(type="AverageValue", average_value_milli=milli)
-    )
+    return MetricSpec(type="Pods", name=name, target=MetricTarget(type="AverageValue", average_value_milli=milli))
 
 
 def _queue_target(catalog: Catalog) -> float:
@@ -213,14 +211,10 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
         return with_metric(spec, f"Resource cpu, averageUtilization {utilization}")
     if kind == "gpu":
         milli = milli_or(_pod_target(base, GPU_METRIC), round(GPU_TARGET_PERCENT * 1000))
-        return with_metric(
-            _pods_metric(GPU_METRIC, milli), f"Pods {GPU_METRIC}, averageValue {milli / 1000:g}"
-        )
+        return with_metric(_pods_metric(GPU_METRIC, milli), f"Pods {GPU_METRIC}, averageValue {milli / 1000:g}")
     if kind == "queue":
         milli = milli_or(_pod_target(base, QUEUE_METRIC), round(_queue_target(catalog) * 1000))
-        return with_metric(
-            _pods_metric(QUEUE_METRIC, milli), f"Pods {QUEUE_METRIC}, averageValue {milli / 1000:g}"
-        )
+        return with_metric(_pods_metric(QUEUE_METRIC, milli), f"Pods {QUEUE_METRIC}, averageValue {milli / 1000:g}")
     if kind == "composite":
         metric = _composite_name(catalog)
         milli = milli_or(_pod_target(base, metric), 1000)
@@ -230,9 +224,7 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
             raise PolicyError("policy boosted needs a forecast section in the catalog")
         model = model or catalog.forecast.model
         if model != AUTO and model not in MODELS:
-            raise PolicyError(
-                f"policy {name!r}: unknown forecast model; known: {', '.join(sorted(MODELS))}, auto"
-            )
+            raise PolicyError(f"policy {name!r}: unknown forecast model; known: {', '.join(sorted(MODELS))}, auto")
         forecast = replace(catalog.forecast, model=model)
         metric = catalog.forecast.boosted
         milli = milli_or(_pod_target(base, metric), 1000)
@@ -247,12 +239,8 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
             check_metric(m, catalog)
             if catalog.forecast is not None and m.name == catalog.forecast.boosted:
                 manifest_forecast = catalog.forecast
-        return Policy(
-            name=name, description="the manifest's own spec.metrics", hpa=base, forecast=manifest_forecast
-        )
-    known = (
-        ", ".join([*POLICY_NAMES, "boosted:MODEL", MANIFEST_POLICY]) + " (each but hpa may end in @TARGET)"
-    )
+        return Policy(name=name, description="the manifest's own spec.metrics", hpa=base, forecast=manifest_forecast)
+    known = ", ".join([*POLICY_NAMES, "boosted:MODEL", MANIFEST_POLICY]) + " (each but hpa may end in @TARGET)"
     raise PolicyError(f"unknown policy {name!r}; known: {known}")
 
 
@@ -261,16 +249,12 @@ def check_metric(metric: MetricSpec, catalog: Catalog) -> None:
     if metric.type == "Resource" and metric.name == "cpu":
         return
     if metric.type != "Pods":
-        raise PolicyError(
-            f"the simulator cannot produce {metric.describe()}: only Pods metrics and Resource cpu"
-        )
+        raise PolicyError(f"the simulator cannot produce {metric.describe()}: only Pods metrics and Resource cpu")
     known = {GPU_METRIC, QUEUE_METRIC, LATENCY_METRIC, *catalog.composites}
     if catalog.forecast is not None:
         known.add(catalog.forecast.boosted)
     if metric.name not in known:
-        raise PolicyError(
-            f"the simulator cannot produce the metric {metric.name!r}; it knows {sorted(known)}"
-        )
+        raise PolicyError(f"the simulator cannot produce the metric {metric.name!r}; it knows {sorted(known)}")
 
 
 def build_policies(names: Sequence[str], base: HPASpec, catalog: Catalog) -> list[Policy]:
@@ -293,9 +277,7 @@ def gpu_p90(gpu_util: _F64) -> _F64:
     return out
 
 
-def _values(
-    names: Sequence[str], values: _F64, mask: npt.NDArray[np.bool_] | None = None
-) -> dict[str, float]:
+def _values(names: Sequence[str], values: _F64, mask: npt.NDArray[np.bool_] | None = None) -> dict[str, float]:
     keep = np.isfinite(values) if mask is None else (mask & np.isfinite(values))
     return {names[int(i)]: float(values[i]) for i in np.flatnonzero(keep)}
 

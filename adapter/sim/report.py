@@ -133,9 +133,7 @@ def to_json(result: SimulationResult, *, series_step_s: float = SERIES_STEP_S) -
         "step_s": series_step_s,
         "t": [start + i * series_step_s for i in range(bins)],
         "arrival_rps": _binned(first.sync_t, first.sync_rate, start, series_step_s, bins),
-        "replicas": {
-            r.policy: _binned(r.sync_t, r.sync_desired, start, series_step_s, bins) for r in result.runs
-        },
+        "replicas": {r.policy: _binned(r.sync_t, r.sync_desired, start, series_step_s, bins) for r in result.runs},
         "slo_violation_minutes": {
             r.policy: [
                 int(v)
@@ -151,8 +149,7 @@ def to_json(result: SimulationResult, *, series_step_s: float = SERIES_STEP_S) -
     return {
         "inputs": result.inputs,
         "policies": [
-            {"policy": r.policy, "description": r.description, **r.summary, "forecast": r.forecast}
-            for r in result.runs
+            {"policy": r.policy, "description": r.description, **r.summary, "forecast": r.forecast} for r in result.runs
         ],
         "goal": goal(result),
         "runtime_s": result.runtime_s,
@@ -325,16 +322,12 @@ def write_live_plot(live: LiveResult, offline: PolicyRun, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     hours = (live.sync_t - live.sync_t[0]) / 3600.0
-    fig, (ax_load, ax_rep) = plt.subplots(
-        2, 1, figsize=(12, 6.5), sharex=True, gridspec_kw={"height_ratios": [1, 2]}
-    )
+    fig, (ax_load, ax_rep) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
     ax_load.plot(hours, live.sync_rate, color="black", linewidth=0.8)
     ax_load.set_ylabel("arrivals (req/s)")
     ax_rep.plot(hours, live.sync_desired, drawstyle="steps-post", label="live (real Prometheus + adapter)")
     n = min(hours.size, offline.sync_desired.size)
-    ax_rep.plot(
-        hours[:n], offline.sync_desired[:n], drawstyle="steps-post", linestyle="--", label="offline engine"
-    )
+    ax_rep.plot(hours[:n], offline.sync_desired[:n], drawstyle="steps-post", linestyle="--", label="offline engine")
     ax_rep.set_ylabel("replicas")
     ax_rep.set_xlabel("simulated hours")
     ax_rep.legend(loc="upper left")

@@ -109,10 +109,7 @@ class SimulationConfig:
             raise SimulationError("the sync period must divide a minute")
         if self.duration_s is not None and not self.duration_s > 0:
             raise SimulationError("the duration must be positive")
-        if (
-            self.start_s < 0
-            or abs(self.start_s / self.sync_period_s - round(self.start_s / self.sync_period_s)) > _EPS
-        ):
+        if self.start_s < 0 or abs(self.start_s / self.sync_period_s - round(self.start_s / self.sync_period_s)) > _EPS:
             raise SimulationError("the start must be a non-negative multiple of the sync period")
         if self.samples < 1:
             raise SimulationError("samples must be at least 1")
@@ -214,9 +211,7 @@ class SyncSeries:
         )
 
 
-def initial_replicas(
-    trace: ScaledTrace, config: SimulationConfig, min_replicas: int, max_replicas: int
-) -> int:
+def initial_replicas(trace: ScaledTrace, config: SimulationConfig, min_replicas: int, max_replicas: int) -> int:
     """``config.initial_replicas``, or the pods the load at the start needs at the knee, in bounds (at
     capacity when no per-pod load meets the SLO)."""
     if config.initial_replicas is not None:
@@ -245,10 +240,7 @@ def reads_latency(policy: Policy, catalog: Catalog) -> bool:
     if LATENCY_METRIC in names:
         return True
     return any(
-        t.metric == LATENCY_METRIC
-        for n in names
-        if n in catalog.composites
-        for t in catalog.composites[n].terms
+        t.metric == LATENCY_METRIC for n in names if n in catalog.composites for t in catalog.composites[n].terms
     )
 
 
@@ -306,9 +298,7 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
         metrics = readings(spec, view, catalog, boost)
         pods = observer.pods(now)
         current = fleet.desired
-        decision = model.reconcile(
-            now, spec_replicas=current, status_replicas=len(pods), metrics=metrics, pods=pods
-        )
+        decision = model.reconcile(now, spec_replicas=current, status_replicas=len(pods), metrics=metrics, pods=pods)
         if decision.rescale:
             if decision.desired_replicas > current:
                 series.ups += 1
@@ -316,9 +306,7 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
                 series.downs += 1
             fleet.set_replicas(decision.desired_replicas, now)
         if config.record_syncs:
-            series.records.append(
-                SyncRecord(now, current, len(pods), pods, tuple(metrics), decision.desired_replicas)
-            )
+            series.records.append(SyncRecord(now, current, len(pods), pods, tuple(metrics), decision.desired_replicas))
         ready = fleet.ready_mask(now)
         series.desired[i], series.ready[i] = fleet.desired, int(ready.sum())
         series.loading[i], series.boost[i] = int(ready.size - ready.sum()), boost
@@ -344,9 +332,7 @@ def _finish(
     led = fleet.ledger
     minutes = led.arrivals.size
     per_pod = knee(config)
-    oracle = (
-        oracle_gpu_hours(led.arrivals / MINUTE_S, per_pod, fleet.config.gpus_per_pod) if per_pod > 0 else None
-    )
+    oracle = oracle_gpu_hours(led.arrivals / MINUTE_S, per_pod, fleet.config.gpus_per_pod) if per_pod > 0 else None
     totals = RunTotals(
         completions=led.completions,
         over_slo=led.over_slo,
@@ -441,9 +427,7 @@ def simulate(
         "trace_scale": trace.scale,
         "knee_rps_per_pod": knee(config),
         "oracle_gpu_hours": runs[0].summary["oracle_gpu_hours"],
-        "initial_replicas": initial_replicas(
-            trace, config, policies[0].hpa.min_replicas, policies[0].hpa.max_replicas
-        ),
+        "initial_replicas": initial_replicas(trace, config, policies[0].hpa.min_replicas, policies[0].hpa.max_replicas),
         "physics": physics(config.fleet),
         "cpu_model": {
             "request_milli": config.cpu.request_milli,

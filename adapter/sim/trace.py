@@ -197,9 +197,7 @@ class ScaledTrace:
         self._filled = _hold_last_good(self._raw, trace.good_mask)
 
     @classmethod
-    def for_fleet(
-        cls, trace: RateTrace, *, replicas: int, capacity_rps: float, load: float = 1.0
-    ) -> ScaledTrace:
+    def for_fleet(cls, trace: RateTrace, *, replicas: int, capacity_rps: float, load: float = 1.0) -> ScaledTrace:
         """Scale so the trace peak is ``load`` x ``replicas`` x ``capacity_rps`` (1.0: the peak fills it)."""
         return cls(trace, peak_rps=load * replicas * capacity_rps)
 

@@ -24,8 +24,11 @@ from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1"
-PODS = {"llama-5d8f7b9c6-aaaa1": ("llama", 3.0, 6.0), "llama-5d8f7b9c6-bbbb2": ("llama", 5.0, 4.0),
-        "mistral-7c6b5d4f3-cccc3": ("mistral", 7.0, 2.0)}   # pod -> (deployment, waiting, requests/s)
+PODS = {
+    "llama-5d8f7b9c6-aaaa1": ("llama", 3.0, 6.0),
+    "llama-5d8f7b9c6-bbbb2": ("llama", 5.0, 4.0),
+    "mistral-7c6b5d4f3-cccc3": ("mistral", 7.0, 2.0),
+}  # pod -> (deployment, waiting, requests/s)
 
 
 GPU_UTIL = 60.0
@@ -46,18 +49,44 @@ def load(backend: TestBackend, ns: str) -> float:
         engine = {"namespace": ns, "pod": pod, "model_name": dep, "job": "vllm"}
         series.append(Series({"__name__": "vllm:num_requests_waiting", **engine}, [(t, waiting) for t in hist[-10:]]))
         # Every composite term needs its series (a GPU term missing for all pods makes the composite a 503).
-        series.append(Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": ns, "pod": pod, "gpu": "0",
-                              "UUID": f"GPU-{pod}", "Hostname": "node-1"}, [(t, GPU_UTIL) for t in hist[-10:]]))
-        series.append(Series({"__name__": "vllm:request_success_total", **engine},
-                             [(t, rps * (t - hist[0])) for t in hist]))
+        series.append(
+            Series(
+                {
+                    "__name__": "DCGM_FI_DEV_GPU_UTIL",
+                    "namespace": ns,
+                    "pod": pod,
+                    "gpu": "0",
+                    "UUID": f"GPU-{pod}",
+                    "Hostname": "node-1",
+                },
+                [(t, GPU_UTIL) for t in hist[-10:]],
+            )
+        )
+        series.append(
+            Series({"__name__": "vllm:request_success_total", **engine}, [(t, rps * (t - hist[0])) for t in hist])
+        )
         ksm = {"namespace": ns, "pod": pod, "job": "kube-state-metrics"}
         rs = pod.rsplit("-", 1)[0]
         series.append(Series({"__name__": "kube_pod_labels", **ksm, "label_app": dep}, [(t, 1.0) for t in hist[-10:]]))
-        series.append(Series({"__name__": "kube_pod_owner", **ksm, "owner_kind": "ReplicaSet", "owner_name": rs},
-                             [(t, 1.0) for t in hist[-10:]]))
-        series.append(Series({"__name__": "kube_replicaset_owner", "namespace": ns, "replicaset": rs,
-                              "owner_kind": "Deployment", "owner_name": dep, "job": "kube-state-metrics"},
-                             [(t, 1.0) for t in hist[-10:]]))
+        series.append(
+            Series(
+                {"__name__": "kube_pod_owner", **ksm, "owner_kind": "ReplicaSet", "owner_name": rs},
+                [(t, 1.0) for t in hist[-10:]],
+            )
+        )
+        series.append(
+            Series(
+                {
+                    "__name__": "kube_replicaset_owner",
+                    "namespace": ns,
+                    "replicaset": rs,
+                    "owner_kind": "Deployment",
+                    "owner_name": dep,
+                    "job": "kube-state-metrics",
+                },
+                [(t, 1.0) for t in hist[-10:]],
+            )
+        )
     backend.load(series)
     return now
 
@@ -72,8 +101,10 @@ def items(r: httpx.Response) -> list[dict[str, Any]]:
     doc = r.json()
     assert doc["kind"] == "ExternalMetricValueList" and doc["apiVersion"] == "external.metrics.k8s.io/v1beta1"
     for item in doc["items"]:
-        assert list(item) in (["metricName", "metricLabels", "timestamp", "value"],
-                              ["metricName", "metricLabels", "timestamp", "window", "value"])
+        assert list(item) in (
+            ["metricName", "metricLabels", "timestamp", "value"],
+            ["metricName", "metricLabels", "timestamp", "window", "value"],
+        )
     return doc["items"]  # type: ignore[no-any-return]
 
 
@@ -94,8 +125,12 @@ def wait_for_forecasts(url: str, ns: str, deployments: list[str], timeout: float
 
 def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
     load(backend, unique_ns)
-    settings = Settings(prometheus_url=backend.url, backend=backend.kind,  # type: ignore[arg-type]
-                        pod_source="prometheus", forecast_tick_s=0.2)
+    settings = Settings(
+        prometheus_url=backend.url,
+        backend=backend.kind,  # type: ignore[arg-type]
+        pod_source="prometheus",
+        forecast_tick_s=0.2,
+    )
     with running_adapter(settings) as url:
         groups = httpx.get(f"{url}/apis", timeout=10).json()
         assert [g["name"] for g in groups["groups"]] == ["custom.metrics.k8s.io", "external.metrics.k8s.io"]
@@ -104,11 +139,20 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
         discovery = httpx.get(f"{url}{EXT}", timeout=10).json()
         assert discovery["kind"] == "APIResourceList" and discovery["groupVersion"] == "external.metrics.k8s.io/v1beta1"
         names = {r["name"]: r for r in discovery["resources"]}
-        assert {"inference_queue_depth", "llm_composite_load", "llm_composite_load_boosted", "llm_load_forecast",
-                "llm_load_boost"} <= set(names)
-        assert names["inference_queue_depth"] == {"name": "inference_queue_depth", "singularName": "",
-                                                  "namespaced": True, "kind": "ExternalMetricValueList",
-                                                  "verbs": ["get"]}
+        assert {
+            "inference_queue_depth",
+            "llm_composite_load",
+            "llm_composite_load_boosted",
+            "llm_load_forecast",
+            "llm_load_boost",
+        } <= set(names)
+        assert names["inference_queue_depth"] == {
+            "name": "inference_queue_depth",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "ExternalMetricValueList",
+            "verbs": ["get"],
+        }
 
         # The queue summed over every pod whose series match the selector.
         (everything,) = items(ext(url, unique_ns, "inference_queue_depth"))
@@ -119,13 +163,16 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
         assert items(ext(url, unique_ns, "inference_queue_depth", "model_name=nothing")) == []
         (composite,) = items(ext(url, unique_ns, "llm_composite_load", "model_name=mistral"))
         # GPU 60 % and 7 waiting; no request finished in the window, so the latency term (when_missing: idle) is 0.
-        assert value(composite) == pytest.approx(term("gpu_utilization_p90", GPU_UTIL)
-                                                 + term("inference_queue_depth", 7), abs=1e-3)
+        assert value(composite) == pytest.approx(
+            term("gpu_utilization_p90", GPU_UTIL) + term("inference_queue_depth", 7), abs=1e-3
+        )
 
         # Per Deployment: forecast (the summed request rate), boost, boosted composite.
         wait_for_forecasts(url, unique_ns, ["llama", "mistral"])
-        forecast = {i["metricLabels"]["deployment"]: value(i)
-                    for i in items(ext(url, unique_ns, "llm_load_forecast", "deployment in (llama,mistral)"))}
+        forecast = {
+            i["metricLabels"]["deployment"]: value(i)
+            for i in items(ext(url, unique_ns, "llm_load_forecast", "deployment in (llama,mistral)"))
+        }
         assert forecast == {"llama": pytest.approx(10, rel=0.02), "mistral": pytest.approx(2, rel=0.02)}
         (boost,) = items(ext(url, unique_ns, "llm_load_boost", "deployment=llama"))
         assert boost["metricLabels"] == {"deployment": "llama"} and 1 <= value(boost) <= 3
@@ -133,14 +180,18 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
         assert [i["metricLabels"] for i in boosted] == [{"deployment": "llama"}, {"deployment": "mistral"}]
         for item in boosted:
             dep = item["metricLabels"]["deployment"]
-            custom = httpx.get(f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}/deployments.apps/"
-                               f"{dep}/llm_composite_load_boosted", timeout=30).json()
+            custom = httpx.get(
+                f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}/deployments.apps/"
+                f"{dep}/llm_composite_load_boosted",
+                timeout=30,
+            ).json()
             assert item["value"] == custom["items"][0]["value"]
         # Without a deployment requirement: the Deployments already forecast in the namespace.
         listed = items(ext(url, unique_ns, "llm_load_boost"))
         assert sorted(i["metricLabels"]["deployment"] for i in listed) == ["llama", "mistral"]
         assert items(ext(url, unique_ns, "llm_load_boost", "deployment!=llama"))[0]["metricLabels"] == {
-            "deployment": "mistral"}
+            "deployment": "mistral"
+        }
 
         # A Deployment that does not exist: nothing served, nothing registered.
         assert items(ext(url, unique_ns, "llm_composite_load_boosted", "deployment=ghost")) == []
@@ -148,14 +199,16 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
 
         # Errors are Status documents.
         many = ",".join(f"d{i}" for i in range(51))
-        for r, code in ((ext(url, unique_ns, "no_such_metric"), 404),
-                        (ext(url, unique_ns, "inference_queue_depth", "a in (b"), 400),
-                        (ext(url, unique_ns, "inference_queue_depth", "replicas>1"), 400),
-                        (ext(url, unique_ns, "inference_queue_depth", method="POST"), 405),
-                        (ext(url, unique_ns, "llm_load_boost", f"deployment in ({many})"), 400),
-                        (ext(url, "Not_A_Namespace", "inference_queue_depth"), 400),
-                        (httpx.get(f"{url}/apis/external.metrics.k8s.io/v1beta2", timeout=10), 404),
-                        (httpx.get(f"{url}{EXT}/namespaces/{unique_ns}/a/b", timeout=10), 404)):
+        for r, code in (
+            (ext(url, unique_ns, "no_such_metric"), 404),
+            (ext(url, unique_ns, "inference_queue_depth", "a in (b"), 400),
+            (ext(url, unique_ns, "inference_queue_depth", "replicas>1"), 400),
+            (ext(url, unique_ns, "inference_queue_depth", method="POST"), 405),
+            (ext(url, unique_ns, "llm_load_boost", f"deployment in ({many})"), 400),
+            (ext(url, "Not_A_Namespace", "inference_queue_depth"), 400),
+            (httpx.get(f"{url}/apis/external.metrics.k8s.io/v1beta2", timeout=10), 404),
+            (httpx.get(f"{url}{EXT}/namespaces/{unique_ns}/a/b", timeout=10), 404),
+        ):
             assert r.status_code == code, r.text
             assert r.json()["kind"] == "Status" and r.json()["code"] == code
 
@@ -165,10 +218,19 @@ def test_external_metrics_with_kubectl(prometheus: TestBackend, unique_ns: str, 
     load(prometheus, unique_ns)
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")
     with running_adapter(settings) as url:
-        done = subprocess.run(["kubectl", f"--server={url}", "get", "--raw",
-                               f"{EXT}/namespaces/{unique_ns}/inference_queue_depth?labelSelector=model_name%3Dllama"],
-                              capture_output=True, text=True, timeout=60,
-                              env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"})
+        done = subprocess.run(
+            [
+                "kubectl",
+                f"--server={url}",
+                "get",
+                "--raw",
+                f"{EXT}/namespaces/{unique_ns}/inference_queue_depth?labelSelector=model_name%3Dllama",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"},
+        )
         assert done.returncode == 0, done.stderr
         doc = json.loads(done.stdout)
         assert doc["items"][0]["metricLabels"] == {"model_name": "llama"} and doc["items"][0]["value"] == "8"
@@ -199,10 +261,21 @@ def test_external_request_is_authorized_as_list_of_the_metric() -> None:
     verb list (no object name), resource = the metric, in the namespace; what rbac.yaml grants the HPA."""
     from adapter.auth.user import UserInfo, request_attributes
 
-    attrs = request_attributes(UserInfo("system:serviceaccount:kube-system:horizontal-pod-autoscaler"), "GET",
-                               f"{EXT}/namespaces/llm/llm_composite_load_boosted", b"labelSelector=deployment%3Dvllm")
-    assert (attrs.resource_request, attrs.verb, attrs.group, attrs.version, attrs.namespace, attrs.resource,
-            attrs.name) == (True, "list", "external.metrics.k8s.io", "v1beta1", "llm", "llm_composite_load_boosted", "")
+    attrs = request_attributes(
+        UserInfo("system:serviceaccount:kube-system:horizontal-pod-autoscaler"),
+        "GET",
+        f"{EXT}/namespaces/llm/llm_composite_load_boosted",
+        b"labelSelector=deployment%3Dvllm",
+    )
+    assert (
+        attrs.resource_request,
+        attrs.verb,
+        attrs.group,
+        attrs.version,
+        attrs.namespace,
+        attrs.resource,
+        attrs.name,
+    ) == (True, "list", "external.metrics.k8s.io", "v1beta1", "llm", "llm_composite_load_boosted", "")
 
 
 def test_external_requests_have_their_own_route_label() -> None:

@@ -32,13 +32,21 @@ def test_discovery_is_derived_from_the_catalog(adapter_url: str, version: str) -
     doc = r.json()
     assert list(doc) == ["kind", "apiVersion", "groupVersion", "resources"]
     assert (doc["kind"], doc["apiVersion"], doc["groupVersion"]) == (
-        "APIResourceList", "v1", f"custom.metrics.k8s.io/{version}")
+        "APIResourceList",
+        "v1",
+        f"custom.metrics.k8s.io/{version}",
+    )
     names = {r["name"] for r in doc["resources"]}
     for metric in load_catalog(None).names():
         assert {f"pods/{metric}", f"deployments.apps/{metric}", f"namespaces/{metric}"} <= names
     ns_entry = next(r for r in doc["resources"] if r["name"] == "namespaces/llm_composite_load")
-    assert ns_entry == {"name": "namespaces/llm_composite_load", "singularName": "", "namespaced": False,
-                        "kind": "MetricValueList", "verbs": ["get"]}
+    assert ns_entry == {
+        "name": "namespaces/llm_composite_load",
+        "singularName": "",
+        "namespaced": False,
+        "kind": "MetricValueList",
+        "verbs": ["get"],
+    }
     # Go's encoder: compact, trailing newline.
     assert r.content.endswith(b"]}\n") and b": " not in r.content
 
@@ -67,9 +75,11 @@ def test_health_version_openapi(adapter_url: str) -> None:
 def test_unknown_metric_is_404_in_upstream_wording(adapter_url: str) -> None:
     r = get(f"{adapter_url}{BASE}/v1beta2/namespaces/default/pods/*/no_such_metric")
     assert r.status_code == 404
-    assert r.content == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                         b'"message":"the server could not find the metric no_such_metric for pods",'
-                         b'"reason":"NotFound","code":404}\n')
+    assert r.content == (
+        b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        b'"message":"the server could not find the metric no_such_metric for pods",'
+        b'"reason":"NotFound","code":404}\n'
+    )
     r = get(f"{adapter_url}{BASE}/v1beta1/namespaces/default/services/web/llm_composite_load")
     assert r.status_code == 404
     assert r.json()["message"] == "the server could not find the metric llm_composite_load for services"
@@ -77,13 +87,24 @@ def test_unknown_metric_is_404_in_upstream_wording(adapter_url: str) -> None:
 
 def test_unmatched_paths(adapter_url: str) -> None:
     # Under the registered prefix: a Status 404 with empty details (apiserver pkg/server/handler.go).
-    for path in ("/v1beta1/blah", "/v1beta1/nodes/foo", "/v1beta1/namespaces/ns/pods/bar",
-                 "/v1beta1/namespaces/ns/pods//m"):
+    for path in (
+        "/v1beta1/blah",
+        "/v1beta1/nodes/foo",
+        "/v1beta1/namespaces/ns/pods/bar",
+        "/v1beta1/namespaces/ns/pods//m",
+    ):
         r = get(f"{adapter_url}{BASE}{path}")
         assert r.status_code == 404, path
-        assert r.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                            "message": "the server could not find the requested resource", "reason": "NotFound",
-                            "details": {}, "code": 404}
+        assert r.json() == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "the server could not find the requested resource",
+            "reason": "NotFound",
+            "details": {},
+            "code": 404,
+        }
     # Elsewhere: Go's plain-text http.NotFound.
     r = get(f"{adapter_url}/nothing/here")
     assert (r.status_code, r.text) == (404, "404 page not found\n")
@@ -109,26 +130,32 @@ def test_pretty_printing(adapter_url: str) -> None:
     assert r.text.startswith('{\n  "kind"')
 
 
-@pytest.mark.parametrize("param,value", [
-    ("labelSelector", "app in (a"), ("labelSelector", "=x"), ("labelSelector", "a b"),
-    ("metricLabelSelector", "engine notin"), ("metricLabelSelector", "app.kubernetes.io/name=x"),
-    ("metricLabelSelector", "engine>1"),
-])
+@pytest.mark.parametrize(
+    "param,value",
+    [
+        ("labelSelector", "app in (a"),
+        ("labelSelector", "=x"),
+        ("labelSelector", "a b"),
+        ("metricLabelSelector", "engine notin"),
+        ("metricLabelSelector", "app.kubernetes.io/name=x"),
+        ("metricLabelSelector", "engine>1"),
+    ],
+)
 def test_malformed_selectors_are_400(adapter_url: str, param: str, value: str) -> None:
-    r = get(f"{adapter_url}{BASE}/v1beta2/namespaces/default/pods/*/inference_queue_depth",
-            params={param: value})
+    r = get(f"{adapter_url}{BASE}/v1beta2/namespaces/default/pods/*/inference_queue_depth", params={param: value})
     assert r.status_code == 400, r.text
     doc = r.json()
     assert doc["reason"] == "BadRequest" and doc["code"] == 400 and param in doc["message"]
 
 
 def test_backend_down_is_503_never_a_number() -> None:
-    settings = Settings(prometheus_url=f"http://127.0.0.1:{free_port()}", pod_source="prometheus",
-                        query_timeout_s=2)
+    settings = Settings(prometheus_url=f"http://127.0.0.1:{free_port()}", pod_source="prometheus", query_timeout_s=2)
     with running_adapter(settings) as url:
-        for path in ("/v1beta2/namespaces/default/pods/*/llm_composite_load",
-                     "/v1beta1/namespaces/default/pods/p/gpu_utilization_p90",
-                     "/v1beta2/namespaces/default/metrics/inference_queue_depth"):
+        for path in (
+            "/v1beta2/namespaces/default/pods/*/llm_composite_load",
+            "/v1beta1/namespaces/default/pods/p/gpu_utilization_p90",
+            "/v1beta2/namespaces/default/metrics/inference_queue_depth",
+        ):
             r = get(f"{url}{BASE}{path}")
             assert r.status_code == 503, path
             doc = r.json()
@@ -141,8 +168,16 @@ def test_backend_down_is_503_never_a_number() -> None:
 def test_backend_garbage_is_503() -> None:
     def garbage(request: httpx.Request) -> httpx.Response:
         if b"kube_pod_labels" in request.content:
-            return httpx.Response(200, json={"status": "success", "data": {"resultType": "vector", "result": [
-                {"metric": {"namespace": "default", "pod": "p1"}, "value": [1, "1"]}]}})
+            return httpx.Response(
+                200,
+                json={
+                    "status": "success",
+                    "data": {
+                        "resultType": "vector",
+                        "result": [{"metric": {"namespace": "default", "pod": "p1"}, "value": [1, "1"]}],
+                    },
+                },
+            )
         return httpx.Response(200, content=b"<html>not prometheus</html>")
 
     settings = Settings(prometheus_url="http://prometheus.invalid", pod_source="prometheus")

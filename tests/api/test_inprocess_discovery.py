@@ -17,16 +17,25 @@ from tests.support.provider_double import PodSourceDouble, ProviderDouble, in_pr
 pytestmark = pytest.mark.anyio
 BASE = "/apis/custom.metrics.k8s.io"
 GROUP_DOC = {
-    "kind": "APIGroup", "apiVersion": "v1", "name": "custom.metrics.k8s.io",
-    "versions": [{"groupVersion": "custom.metrics.k8s.io/v1beta2", "version": "v1beta2"},
-                 {"groupVersion": "custom.metrics.k8s.io/v1beta1", "version": "v1beta1"}],
+    "kind": "APIGroup",
+    "apiVersion": "v1",
+    "name": "custom.metrics.k8s.io",
+    "versions": [
+        {"groupVersion": "custom.metrics.k8s.io/v1beta2", "version": "v1beta2"},
+        {"groupVersion": "custom.metrics.k8s.io/v1beta1", "version": "v1beta1"},
+    ],
     "preferredVersion": {"groupVersion": "custom.metrics.k8s.io/v1beta2", "version": "v1beta2"},
 }
 
 
 EXTERNAL_VERSION = {"groupVersion": "external.metrics.k8s.io/v1beta1", "version": "v1beta1"}
-EXTERNAL_GROUP_DOC = {"kind": "APIGroup", "apiVersion": "v1", "name": "external.metrics.k8s.io",
-                      "versions": [EXTERNAL_VERSION], "preferredVersion": EXTERNAL_VERSION}
+EXTERNAL_GROUP_DOC = {
+    "kind": "APIGroup",
+    "apiVersion": "v1",
+    "name": "external.metrics.k8s.io",
+    "versions": [EXTERNAL_VERSION],
+    "preferredVersion": EXTERNAL_VERSION,
+}
 
 
 async def test_apis_lists_both_groups(client: httpx.AsyncClient) -> None:
@@ -49,12 +58,22 @@ async def test_resource_list_is_the_providers_metrics(client: httpx.AsyncClient,
     doc = r.json()
     assert list(doc) == ["kind", "apiVersion", "groupVersion", "resources"]
     assert (doc["kind"], doc["apiVersion"], doc["groupVersion"]) == (
-        "APIResourceList", "v1", f"custom.metrics.k8s.io/{version}")
+        "APIResourceList",
+        "v1",
+        f"custom.metrics.k8s.io/{version}",
+    )
     # One entry per (resource, metric) the provider lists, in its order, scoped like the resource.
-    want = [{"name": f"{resource}/{metric}", "singularName": "", "namespaced": namespaced,
-             "kind": "MetricValueList", "verbs": ["get"]}
-            for metric in METRICS
-            for resource, namespaced in (("pods", True), ("deployments.apps", True), ("namespaces", False))]
+    want = [
+        {
+            "name": f"{resource}/{metric}",
+            "singularName": "",
+            "namespaced": namespaced,
+            "kind": "MetricValueList",
+            "verbs": ["get"],
+        }
+        for metric in METRICS
+        for resource, namespaced in (("pods", True), ("deployments.apps", True), ("namespaces", False))
+    ]
     assert doc["resources"] == want
     # Go's encoder: compact, one trailing newline.
     assert r.content.endswith(b"]}\n") and b": " not in r.content and b", " not in r.content
@@ -75,8 +94,12 @@ async def test_openapi_v3_is_derived_from_the_served_metrics(client: httpx.Async
         assert r.status_code == 200
         doc = r.json()
         assert doc["openapi"] == "3.0.0" and set(doc["components"]["schemas"]) >= {"MetricValueList", "Status"}
-        enums = [p["schema"]["enum"] for op in doc["paths"].values() for p in op["get"]["parameters"]
-                 if p["name"] == "metric"]
+        enums = [
+            p["schema"]["enum"]
+            for op in doc["paths"].values()
+            for p in op["get"]["parameters"]
+            if p["name"] == "metric"
+        ]
         assert enums and all(sorted(e) == sorted(METRICS) for e in enums)
 
 
@@ -84,9 +107,16 @@ async def test_openapi_v2_and_unknown_group_versions_are_status_404(client: http
     for path in ("/openapi/v2", "/openapi/v3/apis/custom.metrics.k8s.io/v1"):
         r = await client.get(path)
         assert r.status_code == 404, path
-        assert r.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                            "message": "the server could not find the requested resource", "reason": "NotFound",
-                            "details": {}, "code": 404}
+        assert r.json() == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "the server could not find the requested resource",
+            "reason": "NotFound",
+            "details": {},
+            "code": 404,
+        }
 
 
 async def test_health_and_version(client: httpx.AsyncClient) -> None:

@@ -23,8 +23,10 @@ BASE = "/apis/custom.metrics.k8s.io"
 
 def status(code: int, reason: str, message: str, details: dict[str, object] | None = None) -> bytes:
     """The exact compact body, written out by hand in Go's field order."""
-    body = ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-            f'"message":"{message}","reason":"{reason}"')
+    body = (
+        '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        f'"message":"{message}","reason":"{reason}"'
+    )
     if details is not None:
         body += ',"details":{}'
     return (body + f',"code":{code}}}\n').encode()
@@ -34,17 +36,21 @@ def route_not_found() -> bytes:
     return status(404, "NotFound", "the server could not find the requested resource", details={})
 
 
-@pytest.mark.parametrize("path", [
-    "/v1beta1/blah",                                    # too short
-    "/v1beta1/nodes/foo",                               # two segments
-    f"/v1beta1/namespaces/{NS}/pods/bar",               # four segments, not .../metrics/...
-    f"/v1beta1/namespaces/{NS}/pods//m",                # an empty segment
-    f"/v1beta2/namespaces/{NS}/pods/p/m/extra",         # six segments
-    f"/v1/namespaces/{NS}/pods/*/gpu_utilization_p90",  # a version we do not serve
-    "/v1beta3",
-])
-async def test_no_matching_route_is_a_generic_404(client: httpx.AsyncClient, provider: ProviderDouble,
-                                                  path: str) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1beta1/blah",  # too short
+        "/v1beta1/nodes/foo",  # two segments
+        f"/v1beta1/namespaces/{NS}/pods/bar",  # four segments, not .../metrics/...
+        f"/v1beta1/namespaces/{NS}/pods//m",  # an empty segment
+        f"/v1beta2/namespaces/{NS}/pods/p/m/extra",  # six segments
+        f"/v1/namespaces/{NS}/pods/*/gpu_utilization_p90",  # a version we do not serve
+        "/v1beta3",
+    ],
+)
+async def test_no_matching_route_is_a_generic_404(
+    client: httpx.AsyncClient, provider: ProviderDouble, path: str
+) -> None:
     r = await client.get(BASE + path)
     assert (r.status_code, r.headers["content-type"]) == (404, "application/json")
     assert r.content == route_not_found()
@@ -58,48 +64,85 @@ async def test_outside_the_prefix_is_gos_plain_404(client: httpx.AsyncClient, pa
     assert r.headers["content-type"] == "text/plain; charset=utf-8"
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    (f"/v1beta2/namespaces/{NS}/pods/*/no_such_metric", "the server could not find the metric no_such_metric for pods"),
-    (f"/v1beta1/namespaces/{NS}/services/web/llm_composite_load",
-     "the server could not find the metric llm_composite_load for services"),
-    # Scope mismatches: pods only inside a namespace, namespaces only outside one.
-    ("/v1beta1/pods/llama-0/llm_composite_load", "the server could not find the metric llm_composite_load for pods"),
-    (f"/v1beta1/namespaces/{NS}/namespaces/x/llm_composite_load",
-     "the server could not find the metric llm_composite_load for namespaces"),
-    ("/v1beta1/namespaces/*/llm_composite_load",
-     "the server could not find the metric llm_composite_load for namespaces: name the namespace"),
-    # The provider has no data for the object (custom-metrics-apiserver pkg/provider/errors.go wording).
-    (f"/v1beta2/namespaces/{NS}/pods/llama-1/inference_latency_p99_seconds",
-     "the server could not find the metric inference_latency_p99_seconds for pods llama-1"),
-    (f"/v1beta2/namespaces/{NS}/deployments.apps/nope/llm_composite_load",
-     "the server could not find the metric llm_composite_load for deployments.apps nope"),
-])
-async def test_unknown_metric_or_object_is_404_in_upstream_wording(client: httpx.AsyncClient, path: str,
-                                                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (
+            f"/v1beta2/namespaces/{NS}/pods/*/no_such_metric",
+            "the server could not find the metric no_such_metric for pods",
+        ),
+        (
+            f"/v1beta1/namespaces/{NS}/services/web/llm_composite_load",
+            "the server could not find the metric llm_composite_load for services",
+        ),
+        # Scope mismatches: pods only inside a namespace, namespaces only outside one.
+        (
+            "/v1beta1/pods/llama-0/llm_composite_load",
+            "the server could not find the metric llm_composite_load for pods",
+        ),
+        (
+            f"/v1beta1/namespaces/{NS}/namespaces/x/llm_composite_load",
+            "the server could not find the metric llm_composite_load for namespaces",
+        ),
+        (
+            "/v1beta1/namespaces/*/llm_composite_load",
+            "the server could not find the metric llm_composite_load for namespaces: name the namespace",
+        ),
+        # The provider has no data for the object (custom-metrics-apiserver pkg/provider/errors.go wording).
+        (
+            f"/v1beta2/namespaces/{NS}/pods/llama-1/inference_latency_p99_seconds",
+            "the server could not find the metric inference_latency_p99_seconds for pods llama-1",
+        ),
+        (
+            f"/v1beta2/namespaces/{NS}/deployments.apps/nope/llm_composite_load",
+            "the server could not find the metric llm_composite_load for deployments.apps nope",
+        ),
+    ],
+)
+async def test_unknown_metric_or_object_is_404_in_upstream_wording(
+    client: httpx.AsyncClient, path: str, message: str
+) -> None:
     r = await client.get(BASE + path)
     assert r.status_code == 404
     assert r.content == status(404, "NotFound", message)
 
 
 async def test_no_data_with_a_metric_selector_names_it(client: httpx.AsyncClient) -> None:
-    r = await client.get(f"{BASE}/v1beta2/namespaces/{NS}/pods/llama-1/inference_latency_p99_seconds",
-                         params={"metricLabelSelector": "engine=1"})
-    assert r.content == status(404, "NotFound", "the server could not find the metric "
-                               "inference_latency_p99_seconds for pods llama-1 with selector engine=1")
+    r = await client.get(
+        f"{BASE}/v1beta2/namespaces/{NS}/pods/llama-1/inference_latency_p99_seconds",
+        params={"metricLabelSelector": "engine=1"},
+    )
+    assert r.content == status(
+        404,
+        "NotFound",
+        "the server could not find the metric inference_latency_p99_seconds for pods llama-1 with selector engine=1",
+    )
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("/v1beta2/namespaces/Bad_NS/pods/*/llm_composite_load",
-     "invalid namespace name 'Bad_NS': must be a lowercase RFC 1123 label of at most 63 characters"),
-    (f"/v1beta2/namespaces/{NS}/pods/Pod!/llm_composite_load",
-     "invalid object name 'Pod!': must be a lowercase RFC 1123 subdomain of at most 253 characters"),
-    ("/v1beta2/namespaces/a.b/metrics/llm_composite_load",  # a namespace is a label: no dots
-     "invalid object name 'a.b': must be a lowercase RFC 1123 label of at most 63 characters"),
-    (f"/v1beta2/namespaces/{NS}/pods/{'p' * 254}/llm_composite_load",
-     f"invalid object name '{'p' * 80}...': must be a lowercase RFC 1123 subdomain of at most 253 characters"),
-])
-async def test_names_no_object_can_have_are_400(client: httpx.AsyncClient, provider: ProviderDouble, path: str,
-                                                message: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (
+            "/v1beta2/namespaces/Bad_NS/pods/*/llm_composite_load",
+            "invalid namespace name 'Bad_NS': must be a lowercase RFC 1123 label of at most 63 characters",
+        ),
+        (
+            f"/v1beta2/namespaces/{NS}/pods/Pod!/llm_composite_load",
+            "invalid object name 'Pod!': must be a lowercase RFC 1123 subdomain of at most 253 characters",
+        ),
+        (
+            "/v1beta2/namespaces/a.b/metrics/llm_composite_load",  # a namespace is a label: no dots
+            "invalid object name 'a.b': must be a lowercase RFC 1123 label of at most 63 characters",
+        ),
+        (
+            f"/v1beta2/namespaces/{NS}/pods/{'p' * 254}/llm_composite_load",
+            f"invalid object name '{'p' * 80}...': must be a lowercase RFC 1123 subdomain of at most 253 characters",
+        ),
+    ],
+)
+async def test_names_no_object_can_have_are_400(
+    client: httpx.AsyncClient, provider: ProviderDouble, path: str, message: str
+) -> None:
     r = await client.get(BASE + path)
     assert r.status_code == 400
     assert r.content == status(400, "BadRequest", message)
@@ -110,8 +153,9 @@ async def test_names_no_object_can_have_are_400(client: httpx.AsyncClient, provi
 async def test_wrong_method_on_the_api_is_405(client: httpx.AsyncClient, method: str) -> None:
     r = await client.request(method, f"{BASE}/v1beta1/namespaces/{NS}/pods/*/llm_composite_load")
     assert r.status_code == 405
-    assert r.content == status(405, "MethodNotAllowed",
-                               "the server does not allow this method on the requested resource", details={})
+    assert r.content == status(
+        405, "MethodNotAllowed", "the server does not allow this method on the requested resource", details={}
+    )
 
 
 @pytest.mark.parametrize("path", ["/apis", "/livez", BASE])
@@ -131,20 +175,26 @@ async def test_oversized_headers_and_targets_are_431(client: httpx.AsyncClient, 
     r = await client.get(f"{BASE}/v1beta2", headers={"X-Padding": "x" * MAX_HEADER_BYTES})
     assert r.status_code == 431
     assert r.content == status(431, "RequestHeaderFieldsTooLarge", "request headers too large")
-    r = await client.get(f"{BASE}/v1beta2/namespaces/{NS}/pods/*/llm_composite_load",
-                         params={"labelSelector": "a=" + "b" * MAX_TARGET_BYTES})
+    r = await client.get(
+        f"{BASE}/v1beta2/namespaces/{NS}/pods/*/llm_composite_load",
+        params={"labelSelector": "a=" + "b" * MAX_TARGET_BYTES},
+    )
     assert r.status_code == 431
     assert r.content == status(431, "RequestHeaderFieldsTooLarge", "request target too large")
     assert provider.calls == []
 
 
-@pytest.mark.parametrize("path", [
-    f"/v1beta2/namespaces/{NS}/pods/*/llm_composite_load",
-    f"/v1beta1/namespaces/{NS}/pods/llama-0/gpu_utilization_p90",
-    f"/v1beta2/namespaces/{NS}/metrics/inference_queue_depth",
-])
-async def test_sick_backend_is_503_never_a_number(client: httpx.AsyncClient, provider: ProviderDouble,
-                                                  path: str) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/v1beta2/namespaces/{NS}/pods/*/llm_composite_load",
+        f"/v1beta1/namespaces/{NS}/pods/llama-0/gpu_utilization_p90",
+        f"/v1beta2/namespaces/{NS}/metrics/inference_queue_depth",
+    ],
+)
+async def test_sick_backend_is_503_never_a_number(
+    client: httpx.AsyncClient, provider: ProviderDouble, path: str
+) -> None:
     provider.error = UpstreamError("backend unreachable: connection refused")
     r = await client.get(BASE + path)
     assert r.status_code == 503
@@ -153,8 +203,9 @@ async def test_sick_backend_is_503_never_a_number(client: httpx.AsyncClient, pro
     assert (await client.get(f"{BASE}/v1beta1")).status_code == 200
 
 
-async def test_a_bug_is_500_without_a_stack_trace(client: httpx.AsyncClient, provider: ProviderDouble,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_bug_is_500_without_a_stack_trace(
+    client: httpx.AsyncClient, provider: ProviderDouble, caplog: pytest.LogCaptureFixture
+) -> None:
     provider.error = ZeroDivisionError("the secret internals")
     with caplog.at_level(logging.ERROR, logger="adapter.routes"):
         r = await client.get(f"{BASE}/v1beta2/namespaces/{NS}/pods/*/llm_composite_load")
@@ -169,6 +220,11 @@ async def test_a_bug_is_500_without_a_stack_trace(client: httpx.AsyncClient, pro
 async def test_explain_without_an_explaining_provider_is_a_501_status(client: httpx.AsyncClient) -> None:
     r = await client.get("/explain", params={"namespace": NS, "metric": "gpu_utilization_p90", "selector": "a=b"})
     assert (r.status_code, r.headers["content-type"]) == (501, "application/json")
-    assert r.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "message": "explain needs a provider that can explain its values (the Prometheus-backed "
-                                   "one)", "code": 501}
+    assert r.json() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "explain needs a provider that can explain its values (the Prometheus-backed one)",
+        "code": 501,
+    }

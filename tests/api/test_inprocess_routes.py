@@ -26,8 +26,15 @@ MATCHED = [
     (f"{BASE}/v1beta2/namespaces/{NS}/m", ("root_object", "v1beta2", "m", "namespaces")),
     (f"{BASE}/v1beta2/nodes/n1/m", ("root_object", "v1beta2", "m", "nodes")),
 ]
-UNMATCHED = [f"{BASE}/v9/namespaces/{NS}/pods/*/m", f"{BASE}/v1beta1/a/b/c/d/e/f", f"{BASE}/v1beta1/pods//m",
-             "/apis", BASE, "/livez", "/nothing"]
+UNMATCHED = [
+    f"{BASE}/v9/namespaces/{NS}/pods/*/m",
+    f"{BASE}/v1beta1/a/b/c/d/e/f",
+    f"{BASE}/v1beta1/pods//m",
+    "/apis",
+    BASE,
+    "/livez",
+    "/nothing",
+]
 
 
 def matched_scope(path: str, settings: Settings, provider: ProviderDouble) -> dict[str, object]:
@@ -42,35 +49,44 @@ def matched_scope(path: str, settings: Settings, provider: ProviderDouble) -> di
 
 
 @pytest.mark.parametrize(("path", "want"), MATCHED)
-def test_each_upstream_shape_has_its_route(path: str, want: tuple[str, str, str | None, str | None],
-                                           settings: Settings, provider: ProviderDouble) -> None:
+def test_each_upstream_shape_has_its_route(
+    path: str, want: tuple[str, str, str | None, str | None], settings: Settings, provider: ProviderDouble
+) -> None:
     scope = matched_scope(path, settings, provider)
     assert custom_metrics.labels(scope) == want
     assert classify(path) == want  # the path-based fallback agrees wherever a route matched
 
 
 @pytest.mark.parametrize("path", UNMATCHED)
-def test_only_the_explicit_routes_have_route_labels(path: str, settings: Settings,
-                                                    provider: ProviderDouble) -> None:
+def test_only_the_explicit_routes_have_route_labels(path: str, settings: Settings, provider: ProviderDouble) -> None:
     assert custom_metrics.labels(matched_scope(path, settings, provider)) is None
 
 
 @pytest.mark.anyio
-async def test_request_metrics_are_labelled_by_the_matched_route(settings: Settings,
-                                                                 provider: ProviderDouble) -> None:
+async def test_request_metrics_are_labelled_by_the_matched_route(settings: Settings, provider: ProviderDouble) -> None:
     app = create_app(settings, provider=provider)
     async with in_process(app) as client:
-        for path in (f"{BASE}/v1beta2/namespaces/{NS}/pods/*/gpu_utilization_p90",
-                     f"{BASE}/v1beta2/namespaces/{NS}/pods/*/gpu_utilization_p90",
-                     f"{BASE}/v1beta1/namespaces/{NS}/pods/llama-0/no_such_metric",
-                     f"{BASE}/v1beta1/namespaces/{NS}/metrics/inference_queue_depth",
-                     f"{BASE}/v1beta1/a/b/c/d/e/f"):
+        for path in (
+            f"{BASE}/v1beta2/namespaces/{NS}/pods/*/gpu_utilization_p90",
+            f"{BASE}/v1beta2/namespaces/{NS}/pods/*/gpu_utilization_p90",
+            f"{BASE}/v1beta1/namespaces/{NS}/pods/llama-0/no_such_metric",
+            f"{BASE}/v1beta1/namespaces/{NS}/metrics/inference_queue_depth",
+            f"{BASE}/v1beta1/a/b/c/d/e/f",
+        ):
             await client.get(path)
     requests = app.state.observability.requests
-    counts = {(s.labels["route"], s.labels["version"], s.labels["code"]): s.value
-              for metric in requests.collect() for s in metric.samples if s.name.endswith("_total")}
-    assert counts == {("selector", "v1beta2", "200"): 2.0, ("object", "v1beta1", "404"): 1.0,
-                      ("namespace_metric", "v1beta1", "200"): 1.0, ("api_other", "v1beta1", "404"): 1.0}
+    counts = {
+        (s.labels["route"], s.labels["version"], s.labels["code"]): s.value
+        for metric in requests.collect()
+        for s in metric.samples
+        if s.name.endswith("_total")
+    }
+    assert counts == {
+        ("selector", "v1beta2", "200"): 2.0,
+        ("object", "v1beta1", "404"): 1.0,
+        ("namespace_metric", "v1beta1", "200"): 1.0,
+        ("api_other", "v1beta1", "404"): 1.0,
+    }
 
 
 @pytest.mark.anyio

@@ -24,17 +24,21 @@ def selectors_asked(provider: ProviderDouble) -> list[tuple[str, str]]:
     return [(str(args[1]), str(args[3])) for kind, args in provider.calls if kind == "by_selector"]
 
 
-@pytest.mark.parametrize(("text", "canonical", "pods"), [
-    ("app=llama", "app=llama", ["llama-0", "llama-1"]),
-    ("app==llama", "app=llama", ["llama-0", "llama-1"]),
-    ("app in (other,llama),tier!=serve", "app in (llama,other),tier!=serve", ["llama-1", "other-0"]),
-    ("tier", "tier", ["llama-0", "llama-1"]),
-    ("!tier", "!tier", ["other-0"]),
-    ("app notin (llama)", "app notin (llama)", ["other-0"]),
-    (" app = llama , tier in ( canary ) ", "app=llama,tier in (canary)", ["llama-1"]),
-])
-async def test_label_selector_is_parsed_and_passed_on(client: httpx.AsyncClient, provider: ProviderDouble,
-                                                      text: str, canonical: str, pods: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("text", "canonical", "pods"),
+    [
+        ("app=llama", "app=llama", ["llama-0", "llama-1"]),
+        ("app==llama", "app=llama", ["llama-0", "llama-1"]),
+        ("app in (other,llama),tier!=serve", "app in (llama,other),tier!=serve", ["llama-1", "other-0"]),
+        ("tier", "tier", ["llama-0", "llama-1"]),
+        ("!tier", "!tier", ["other-0"]),
+        ("app notin (llama)", "app notin (llama)", ["other-0"]),
+        (" app = llama , tier in ( canary ) ", "app=llama,tier in (canary)", ["llama-1"]),
+    ],
+)
+async def test_label_selector_is_parsed_and_passed_on(
+    client: httpx.AsyncClient, provider: ProviderDouble, text: str, canonical: str, pods: list[str]
+) -> None:
     r = await client.get(PODS_URL, params={"labelSelector": text})
     assert r.status_code == 200, r.text
     assert [i["describedObject"]["name"] for i in r.json()["items"]] == pods
@@ -42,8 +46,9 @@ async def test_label_selector_is_parsed_and_passed_on(client: httpx.AsyncClient,
 
 
 @pytest.mark.parametrize("query", ["", "?labelSelector=", "?labelSelector=&metricLabelSelector="])
-async def test_absent_or_empty_selectors_select_everything(client: httpx.AsyncClient, provider: ProviderDouble,
-                                                           query: str) -> None:
+async def test_absent_or_empty_selectors_select_everything(
+    client: httpx.AsyncClient, provider: ProviderDouble, query: str
+) -> None:
     r = await client.get(PODS_URL + query)
     assert [i["describedObject"]["name"] for i in r.json()["items"]] == ["llama-0", "llama-1", "other-0"]
     ((_, (_, selector, _, metric_selector)),) = provider.calls
@@ -52,14 +57,16 @@ async def test_absent_or_empty_selectors_select_everything(client: httpx.AsyncCl
 
 async def test_percent_encoding_is_decoded_once(client: httpx.AsyncClient, provider: ProviderDouble) -> None:
     # As kubectl and client-go send it: '=' as %3D, ',' as %2C, spaces as %20 or '+'.
-    r = await client.get(PODS_URL + "?labelSelector=app%3Dllama%2Ctier+in+%28canary%29"
-                         "&metricLabelSelector=gpu%20notin%20(7)")
+    r = await client.get(
+        PODS_URL + "?labelSelector=app%3Dllama%2Ctier+in+%28canary%29&metricLabelSelector=gpu%20notin%20(7)"
+    )
     assert r.status_code == 200, r.text
     assert selectors_asked(provider) == [("app=llama,tier in (canary)", "gpu notin (7)")]
 
 
-async def test_metric_label_selector_reaches_both_provider_calls(client: httpx.AsyncClient,
-                                                                 provider: ProviderDouble) -> None:
+async def test_metric_label_selector_reaches_both_provider_calls(
+    client: httpx.AsyncClient, provider: ProviderDouble
+) -> None:
     await client.get(PODS_URL, params={"metricLabelSelector": "gpu in (0,1)"})
     await client.get(PODS_URL.replace("/*/", "/llama-0/"), params={"metricLabelSelector": "gpu in (0,1)"})
     by_selector, by_name = provider.calls
@@ -68,17 +75,21 @@ async def test_metric_label_selector_reaches_both_provider_calls(client: httpx.A
 
 
 # Messages are kubectl v1.32's for the same text (apimachinery selector.go), as test_selectors.py pins them.
-@pytest.mark.parametrize(("param", "text", "reason"), [
-    ("labelSelector", "x==a==b", "found '==', expected: ',' or 'end of string'"),
-    ("labelSelector", "a,", "found '', expected: identifier after ','"),
-    ("labelSelector", "(", "found '(', expected: !, identifier, or 'end of string'"),
-    ("labelSelector", "a in (b", "unable to parse requirement: found '', expected: ',' or ')'"),
-    ("labelSelector", "a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
-    ("metricLabelSelector", "a notin", "unable to parse requirement: found '' expected: '('"),
-    ("metricLabelSelector", "!x=a", "found '=', expected: ',' or 'end of string'"),
-])
+@pytest.mark.parametrize(
+    ("param", "text", "reason"),
+    [
+        ("labelSelector", "x==a==b", "found '==', expected: ',' or 'end of string'"),
+        ("labelSelector", "a,", "found '', expected: identifier after ','"),
+        ("labelSelector", "(", "found '(', expected: !, identifier, or 'end of string'"),
+        ("labelSelector", "a in (b", "unable to parse requirement: found '', expected: ',' or ')'"),
+        ("labelSelector", "a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+        ("metricLabelSelector", "a notin", "unable to parse requirement: found '' expected: '('"),
+        ("metricLabelSelector", "!x=a", "found '=', expected: ',' or 'end of string'"),
+    ],
+)
 async def test_malformed_selectors_are_400_and_never_reach_the_provider(
-        client: httpx.AsyncClient, provider: ProviderDouble, param: str, text: str, reason: str) -> None:
+    client: httpx.AsyncClient, provider: ProviderDouble, param: str, text: str, reason: str
+) -> None:
     r = await client.get(PODS_URL, params={param: text})
     assert r.status_code == 400
     doc = r.json()
@@ -95,8 +106,9 @@ def valid_selector(length: int) -> str:
 
 
 @pytest.mark.parametrize("param", ["labelSelector", "metricLabelSelector"])
-async def test_overlong_selector_is_400_without_echoing_it(client: httpx.AsyncClient, provider: ProviderDouble,
-                                                           param: str) -> None:
+async def test_overlong_selector_is_400_without_echoing_it(
+    client: httpx.AsyncClient, provider: ProviderDouble, param: str
+) -> None:
     at_limit = valid_selector(MAX_SELECTOR_CHARS)
     assert len(at_limit) == MAX_SELECTOR_CHARS
     r = await client.get(PODS_URL, params={param: at_limit})

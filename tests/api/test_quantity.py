@@ -334,9 +334,7 @@ def _round_up_to_nano(value: Fraction) -> Fraction:
     return magnitude if value >= 0 else -magnitude
 
 
-_decimals = st.decimals(
-    allow_nan=False, allow_infinity=False, min_value=Decimal("-1e30"), max_value=Decimal("1e30")
-)
+_decimals = st.decimals(allow_nan=False, allow_infinity=False, min_value=Decimal("-1e30"), max_value=Decimal("1e30"))
 _small_decimals = st.decimals(
     allow_nan=False, allow_infinity=False, min_value=Decimal("-1e-6"), max_value=Decimal("1e-6")
 )

@@ -395,9 +395,7 @@ LABEL_SELECTORS: list[tuple[str, dict[str, object] | None]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"), LABEL_SELECTORS, ids=[v[0] or "empty" for v in LABEL_SELECTORS]
-)
+@pytest.mark.parametrize(("text", "expected"), LABEL_SELECTORS, ids=[v[0] or "empty" for v in LABEL_SELECTORS])
 def test_to_label_selector(text: str, expected: dict[str, object] | None) -> None:
     result = parse_selector(text).to_label_selector()
     assert result == expected
@@ -603,9 +601,7 @@ def _expected_outcome(text: str) -> tuple[str, object]:
     expressions = [r for r in selector.requirements if r.operator != "="]
     if expressions:
         # Go's %v of []LabelSelectorRequirement: {Key Operator [v1 v2]}
-        shown = " ".join(
-            f"{{{r.key} {_GO_OPERATORS[r.operator]} [{' '.join(r.values)}]}}" for r in expressions
-        )
+        shown = " ".join(f"{{{r.key} {_GO_OPERATORS[r.operator]} [{' '.join(r.values)}]}}" for r in expressions)
         return "error", f"error: match expression [{shown}] not supported on this object"
     # Upstream's map keeps the last value of a repeated key.
     return "labels", {r.key: r.values[0] for r in selector.requirements}
@@ -663,8 +659,6 @@ def test_same_answers_as_kubectl(kubectl: tuple[str, Path]) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda t: _kubectl_outcome(binary, workdir, t), texts))
     mismatches = [
-        (text, got, want)
-        for text, got in zip(texts, answers, strict=True)
-        if got != (want := _expected_outcome(text))
+        (text, got, want) for text, got in zip(texts, answers, strict=True) if got != (want := _expected_outcome(text))
     ]
     assert mismatches == []

@@ -24,18 +24,18 @@ def test_queue_time_counts_against_the_deadline_and_a_withdrawn_call_never_runs(
 
     async def scenario() -> None:
         pool = ReviewPool("test", workers=1, timeout_s=0.3)
-        first = asyncio.ensure_future(pool.run(call, "first"))       # occupies the only thread
+        first = asyncio.ensure_future(pool.run(call, "first"))  # occupies the only thread
         await asyncio.sleep(0.05)
         with pytest.raises(UpstreamError, match="not answered within"):
-            await pool.run(call, "queued")                            # waits for a thread past its deadline
+            await pool.run(call, "queued")  # waits for a thread past its deadline
         with pytest.raises(UpstreamError):
-            await first                                               # the running one times out too
+            await first  # the running one times out too
         release.set()
         assert await pool.run(call, "later") == "later"
         pool.close()
 
     asyncio.run(scenario())
-    assert ran == ["first", "later"]   # "queued" was withdrawn before a thread picked it up
+    assert ran == ["first", "later"]  # "queued" was withdrawn before a thread picked it up
 
 
 def test_a_full_queue_refuses_at_once() -> None:
@@ -73,10 +73,11 @@ def test_shared_call_runs_once_for_concurrent_callers_and_shares_errors() -> Non
         in_flight: dict[str, asyncio.Future[str]] = {}
         assert await asyncio.gather(*(shared_call(in_flight, "k", review) for _ in range(10))) == ["user"] * 10
         assert calls == 1 and in_flight == {}
-        assert await shared_call(in_flight, "k", review) == "user"   # not in flight any more: a new call
+        assert await shared_call(in_flight, "k", review) == "user"  # not in flight any more: a new call
         assert calls == 2
-        results = await asyncio.gather(*(shared_call(in_flight, "bad", failing) for _ in range(3)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(shared_call(in_flight, "bad", failing) for _ in range(3)), return_exceptions=True
+        )
         assert all(isinstance(r, UpstreamError) for r in results)
 
     asyncio.run(scenario())
@@ -86,9 +87,16 @@ def test_explain_attributes_are_those_of_the_equivalent_metrics_request() -> Non
     user = UserInfo("u")
     attrs = explain_attributes(user, b"namespace=team-a&metric=llm_composite_load&selector=app%3Dweb")
     assert attrs is not None
-    assert (attrs.verb, attrs.namespace, attrs.group, attrs.version, attrs.resource, attrs.subresource,
-            attrs.name, attrs.resource_request) == ("get", "team-a", "custom.metrics.k8s.io", "v1beta2", "pods",
-                                                    "llm_composite_load", "*", True)
+    assert (
+        attrs.verb,
+        attrs.namespace,
+        attrs.group,
+        attrs.version,
+        attrs.resource,
+        attrs.subresource,
+        attrs.name,
+        attrs.resource_request,
+    ) == ("get", "team-a", "custom.metrics.k8s.io", "v1beta2", "pods", "llm_composite_load", "*", True)
     assert explain_attributes(user, b"metric=m&selector=a%3Db") is None
     assert explain_attributes(user, b"namespace=ns") is None
     # A repeated parameter: the route reads the last value, and so does the authorization.

@@ -26,9 +26,12 @@ from tests.support.fake_kube import FakeHandler, FakeKube, FakeRequest
 from tests.support.fleet_data import PodSpec, build
 
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
-HPA_HEADERS = [("X-Remote-User", HPA_USER), ("X-Remote-Group", "system:serviceaccounts"),
-               ("X-Remote-Group", "system:serviceaccounts:kube-system"),
-               ("X-Remote-Extra-Authentication.kubernetes.io%2fcredential-Id", "JTI=abc")]
+HPA_HEADERS = [
+    ("X-Remote-User", HPA_USER),
+    ("X-Remote-Group", "system:serviceaccounts"),
+    ("X-Remote-Group", "system:serviceaccounts:kube-system"),
+    ("X-Remote-Extra-Authentication.kubernetes.io%2fcredential-Id", "JTI=abc"),
+]
 
 
 def write(pair, dir: Path, name: str) -> tuple[str, str]:
@@ -92,13 +95,22 @@ def secure(pki, prometheus: TestBackend, tmp_path_factory):
     kubeconfig = kube.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
     ns = "secure-ns"
     now = float(int(time.time()) - 30)
-    prometheus.load(build(ns, [PodSpec("web-6f7d8c9b5-aaaa1", gpus=2, layout="honor", labels={"app": "web"},
-                                       deployment="web")], now))
-    security = Security(SecurityOptions(
-        tls=TLSFiles(*files["serving"], client_ca_file=str(d / "ca.crt"),
-                     requestheader_ca_file=str(d / "front-proxy-ca.crt")),
-        allowed_names=("front-proxy-client",), kubeconfig=str(kubeconfig), use_cluster=True,
-        lookup_configmap=False))
+    prometheus.load(
+        build(
+            ns, [PodSpec("web-6f7d8c9b5-aaaa1", gpus=2, layout="honor", labels={"app": "web"}, deployment="web")], now
+        )
+    )
+    security = Security(
+        SecurityOptions(
+            tls=TLSFiles(
+                *files["serving"], client_ca_file=str(d / "ca.crt"), requestheader_ca_file=str(d / "front-proxy-ca.crt")
+            ),
+            allowed_names=("front-proxy-client",),
+            kubeconfig=str(kubeconfig),
+            use_cluster=True,
+            lookup_configmap=False,
+        )
+    )
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")
     with running_adapter(settings, clock=lambda: now, security=security) as url:
         yield url, policy, security, ns
@@ -125,26 +137,61 @@ def test_front_proxy_user_is_authorized_by_a_review_with_the_spec_attributes(pki
     assert [i["describedObject"]["name"] for i in r.json()["items"]] == ["web-6f7d8c9b5-aaaa1"]
     (review,) = policy.reviews
     assert review == {
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"resourceAttributes": {"namespace": ns, "verb": "get", "group": "custom.metrics.k8s.io",
-                                        "version": "v1beta2", "resource": "pods", "subresource": "llm_composite_load",
-                                        "name": "*"},
-                 "user": HPA_USER,
-                 "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
-                 "extra": {"authentication.kubernetes.io/credential-id": ["JTI=abc"]}}}
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "namespace": ns,
+                "verb": "get",
+                "group": "custom.metrics.k8s.io",
+                "version": "v1beta2",
+                "resource": "pods",
+                "subresource": "llm_composite_load",
+                "name": "*",
+            },
+            "user": HPA_USER,
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+            "extra": {"authentication.kubernetes.io/credential-id": ["JTI=abc"]},
+        },
+    }
 
 
-@pytest.mark.parametrize("path,attrs", [
-    ("/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/deployments.apps/web/qps",
-     {"resourceAttributes": {"namespace": "default", "verb": "get", "group": "custom.metrics.k8s.io",
-                             "version": "v1beta1", "resource": "deployments.apps", "subresource": "qps",
-                             "name": "web"}}),
-    ("/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/metrics/queue_len",
-     {"resourceAttributes": {"namespace": "default", "verb": "get", "group": "custom.metrics.k8s.io",
-                             "version": "v1beta1", "resource": "metrics", "name": "queue_len"}}),
-    ("/apis/custom.metrics.k8s.io/v1beta1",
-     {"nonResourceAttributes": {"path": "/apis/custom.metrics.k8s.io/v1beta1", "verb": "get"}}),
-])
+@pytest.mark.parametrize(
+    "path,attrs",
+    [
+        (
+            "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/deployments.apps/web/qps",
+            {
+                "resourceAttributes": {
+                    "namespace": "default",
+                    "verb": "get",
+                    "group": "custom.metrics.k8s.io",
+                    "version": "v1beta1",
+                    "resource": "deployments.apps",
+                    "subresource": "qps",
+                    "name": "web",
+                }
+            },
+        ),
+        (
+            "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/metrics/queue_len",
+            {
+                "resourceAttributes": {
+                    "namespace": "default",
+                    "verb": "get",
+                    "group": "custom.metrics.k8s.io",
+                    "version": "v1beta1",
+                    "resource": "metrics",
+                    "name": "queue_len",
+                }
+            },
+        ),
+        (
+            "/apis/custom.metrics.k8s.io/v1beta1",
+            {"nonResourceAttributes": {"path": "/apis/custom.metrics.k8s.io/v1beta1", "verb": "get"}},
+        ),
+    ],
+)
 def test_review_attributes_per_path(pki, secure, path: str, attrs: dict) -> None:
     url, policy, _, _ = secure
     policy.reviews.clear()
@@ -155,8 +202,10 @@ def test_review_attributes_per_path(pki, secure, path: str, attrs: dict) -> None
     assert review["spec"]["user"] == "carol" and review["spec"]["groups"] == ["g1", "system:authenticated"]
 
 
-UNAUTHORIZED = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized",'
-                b'"reason":"Unauthorized","code":401}\n')
+UNAUTHORIZED = (
+    b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized",'
+    b'"reason":"Unauthorized","code":401}\n'
+)
 
 
 def test_no_certificate_and_wrong_cn_are_401(pki, secure) -> None:
@@ -185,17 +234,24 @@ def test_denied_review_is_403_with_upstream_message(pki, secure) -> None:
         r = client(pki, "front_proxy").get(url + pods_path(ns), headers=[("X-Remote-User", "mallory")])
         assert r.status_code == 403
         assert r.json() == {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
             "message": f'pods.custom.metrics.k8s.io "*" is forbidden: User "mallory" cannot get resource '
-                       f'"pods/llm_composite_load" in API group "custom.metrics.k8s.io" in the namespace "{ns}": '
-                       "RBAC: no rule allows it",
-            "reason": "Forbidden", "details": {"name": "*", "group": "custom.metrics.k8s.io", "kind": "pods"},
-            "code": 403}
-        r = client(pki, "front_proxy").get(url + "/apis/custom.metrics.k8s.io/v1beta1",
-                                           headers=[("X-Remote-User", "mallory")])
+            f'"pods/llm_composite_load" in API group "custom.metrics.k8s.io" in the namespace "{ns}": '
+            "RBAC: no rule allows it",
+            "reason": "Forbidden",
+            "details": {"name": "*", "group": "custom.metrics.k8s.io", "kind": "pods"},
+            "code": 403,
+        }
+        r = client(pki, "front_proxy").get(
+            url + "/apis/custom.metrics.k8s.io/v1beta1", headers=[("X-Remote-User", "mallory")]
+        )
         assert r.status_code == 403
-        assert r.json()["message"] == ('forbidden: User "mallory" cannot get path "/apis/custom.metrics.k8s.io/v1beta1"'
-                                       ": RBAC: no rule allows it")
+        assert r.json()["message"] == (
+            'forbidden: User "mallory" cannot get path "/apis/custom.metrics.k8s.io/v1beta1": RBAC: no rule allows it'
+        )
         assert r.json()["details"] == {}
     finally:
         policy.denied_users.discard("mallory")
@@ -205,9 +261,12 @@ def test_masters_skip_the_review_and_decisions_are_cached(pki, secure) -> None:
     url, policy, _, ns = secure
     policy.reviews.clear()
     assert client(pki, "masters").get(url + pods_path(ns)).status_code == 200
-    assert client(pki, "front_proxy").get(url + pods_path(ns),
-                                          headers=[("X-Remote-User", "x"), ("X-Remote-Group", "system:masters")]
-                                          ).status_code == 200
+    assert (
+        client(pki, "front_proxy")
+        .get(url + pods_path(ns), headers=[("X-Remote-User", "x"), ("X-Remote-Group", "system:masters")])
+        .status_code
+        == 200
+    )
     assert policy.reviews == []
     for _ in range(3):
         r = client(pki, "front_proxy").get(url + pods_path(ns), headers=[("X-Remote-User", "dave")])
@@ -277,25 +336,57 @@ def test_kubectl_reads_a_metric_over_https_with_the_front_proxy_certificate(pki,
     kube = FakeKube()
     kube.add_route("POST", r"/apis/authorization.k8s.io/v1/subjectaccessreviews", policy.sar)
     kube.start()
-    security = Security(SecurityOptions(
-        tls=TLSFiles(*files["serving"], client_ca_file=str(d / "front-proxy-ca.crt"),
-                     requestheader_ca_file=str(d / "front-proxy-ca.crt")),
-        allowed_names=("front-proxy-client",), use_cluster=True, lookup_configmap=False,
-        kubeconfig=str(kube.write_kubeconfig(tmp_path / "fake-kube"))))
+    security = Security(
+        SecurityOptions(
+            tls=TLSFiles(
+                *files["serving"],
+                client_ca_file=str(d / "front-proxy-ca.crt"),
+                requestheader_ca_file=str(d / "front-proxy-ca.crt"),
+            ),
+            allowed_names=("front-proxy-client",),
+            use_cluster=True,
+            lookup_configmap=False,
+            kubeconfig=str(kube.write_kubeconfig(tmp_path / "fake-kube")),
+        )
+    )
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")
     with kube, running_adapter(settings, clock=lambda: now, security=security) as url:
         cert, key = files["front_proxy"]
         kubeconfig = tmp_path / "config"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": url.replace("127.0.0.1", "localhost"),
-                                                    "certificate-authority": str(d / "ca.crt")}}],
-            "users": [{"name": "u", "user": {"client-certificate": cert, "client-key": key}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "c",
+                    "clusters": [
+                        {
+                            "name": "c",
+                            "cluster": {
+                                "server": url.replace("127.0.0.1", "localhost"),
+                                "certificate-authority": str(d / "ca.crt"),
+                            },
+                        }
+                    ],
+                    "users": [{"name": "u", "user": {"client-certificate": cert, "client-key": key}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                }
+            )
+        )
         done = subprocess.run(
-            ["kubectl", "--kubeconfig", str(kubeconfig), "get", "--raw",
-             f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/*/gpu_utilization_p90?labelSelector=app%3Dweb"],
-            capture_output=True, text=True, timeout=60, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+            [
+                "kubectl",
+                "--kubeconfig",
+                str(kubeconfig),
+                "get",
+                "--raw",
+                f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/*/gpu_utilization_p90?labelSelector=app%3Dweb",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        )
         assert done.returncode == 0, done.stderr
         assert [i["describedObject"]["name"] for i in json.loads(done.stdout)["items"]] == ["web-6f7d8c9b5-bbbb1"]
         assert {r["spec"]["user"] for r in policy.reviews} == {"front-proxy-client"}  # (+ /version from the dispatcher)
@@ -309,16 +400,22 @@ def test_request_header_ca_rotates_without_restart(pki, prometheus, tmp_path) ->
     ca_file.write_bytes(old_ca.cert_pem())
     old_client = write(make_client_cert(old_ca, "front-proxy-client"), tmp_path, "old-client")
     new_client = write(make_client_cert(new_ca, "front-proxy-client"), tmp_path, "new-client")
-    security = Security(SecurityOptions(tls=TLSFiles(*files["serving"], requestheader_ca_file=str(ca_file)),
-                                        allowed_names=("front-proxy-client",), use_cluster=False))
+    security = Security(
+        SecurityOptions(
+            tls=TLSFiles(*files["serving"], requestheader_ca_file=str(ca_file)),
+            allowed_names=("front-proxy-client",),
+            use_cluster=False,
+        )
+    )
     masters = [("X-Remote-User", "ops"), ("X-Remote-Group", "system:masters")]
 
     def status(cert: tuple[str, str]) -> int:
         ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
         ctx.load_cert_chain(*cert)
         try:
-            return httpx.get(url + "/apis/custom.metrics.k8s.io/v1beta2", headers=masters, verify=ctx,
-                             timeout=10).status_code
+            return httpx.get(
+                url + "/apis/custom.metrics.k8s.io/v1beta2", headers=masters, verify=ctx, timeout=10
+            ).status_code
         except httpx.TransportError:
             return 0  # refused in the handshake
 

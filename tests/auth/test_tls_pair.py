@@ -49,16 +49,16 @@ def test_certificate_without_its_key_changes_nothing(tmp_path: Path) -> None:
     reloader = CertReloader(ctx, TLSFiles(str(cert), str(key)))
     assert served_serial(ctx, ca.cert_pem()) == old.cert.serial_number
 
-    cert.write_bytes(new.cert_pem())                     # the certificate first
+    cert.write_bytes(new.cert_pem())  # the certificate first
     with pytest.raises(ssl.SSLError):
         load_pair(ctx, str(cert), str(key))
     assert reloader.check() is False
-    assert served_serial(ctx, ca.cert_pem()) == old.cert.serial_number   # the last good pair still serves
+    assert served_serial(ctx, ca.cert_pem()) == old.cert.serial_number  # the last good pair still serves
 
-    key.write_bytes(new.key_pem())                       # then the key
+    key.write_bytes(new.key_pem())  # then the key
     assert reloader.check() is True
     assert served_serial(ctx, ca.cert_pem()) == new.cert.serial_number
-    assert reloader.check() is False                     # nothing changed since
+    assert reloader.check() is False  # nothing changed since
 
 
 def test_half_written_key_changes_nothing(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ from tests.support.backends import TestBackend
 from tests.support.fleet_data import PodSpec, build
 from tests.support.gateway import NginxGateway
 
-PODS = [PodSpec(f"web-6f7d8c9b5-g{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web")
-        for i in range(3)]
+PODS = [
+    PodSpec(f"web-6f7d8c9b5-g{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web") for i in range(3)
+]
 
 
 @dataclasses.dataclass
@@ -28,8 +29,7 @@ class World:
     secrets_dir: Path
 
     def path(self, metric: str = "gpu_utilization_p90") -> str:
-        return (f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{self.ns}/pods/%2A/{metric}"
-                "?labelSelector=app%3Dweb")
+        return f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{self.ns}/pods/%2A/{metric}?labelSelector=app%3Dweb"
 
     def file(self, name: str, text: str) -> str:
         path = self.secrets_dir / name
@@ -38,14 +38,19 @@ class World:
 
     def tls(self, **overrides: object) -> BackendAccess:
         """Everything the mTLS + bearer server wants."""
-        base = BackendAccess(ca_file=self.gw.ca_file, cert_file=self.gw.client_cert, key_file=self.gw.client_key,
-                             token_file=self.file("token", self.gw.token + "\n"))
+        base = BackendAccess(
+            ca_file=self.gw.ca_file,
+            cert_file=self.gw.client_cert,
+            key_file=self.gw.client_key,
+            token_file=self.file("token", self.gw.token + "\n"),
+        )
         return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
-def world(prometheus: TestBackend, victoriametrics: TestBackend, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[World]:
+def world(
+    prometheus: TestBackend, victoriametrics: TestBackend, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
     ns = f"gw-{uuid.uuid4().hex[:8]}"
     now = float(int(time.time()) - 30)
     for backend in (prometheus, victoriametrics):
@@ -55,5 +60,3 @@ def world(prometheus: TestBackend, victoriametrics: TestBackend, tmp_path_factor
         yield World(ns, now, gw, tmp_path_factory.mktemp("secrets"))
     finally:
         gw.close()
-
-

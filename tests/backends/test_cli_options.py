@@ -24,10 +24,18 @@ HEADER_SECRET = "hdr-" + secrets.token_hex(12)
 
 
 def flags(world: World, token: str | None = None) -> list[str]:
-    return ["--backend-ca-file", world.gw.ca_file, "--backend-cert-file", world.gw.client_cert,
-            "--backend-key-file", world.gw.client_key,
-            "--backend-token-file", world.file("cli-token", (token or world.gw.token) + "\n"),
-            "--backend-header", f"X-Api-Key={HEADER_SECRET}"]
+    return [
+        "--backend-ca-file",
+        world.gw.ca_file,
+        "--backend-cert-file",
+        world.gw.client_cert,
+        "--backend-key-file",
+        world.gw.client_key,
+        "--backend-token-file",
+        world.file("cli-token", (token or world.gw.token) + "\n"),
+        "--backend-header",
+        f"X-Api-Key={HEADER_SECRET}",
+    ]
 
 
 def secrets_of(world: World) -> tuple[str, ...]:
@@ -71,8 +79,16 @@ def test_serve_with_a_wrong_token_logs_clearly_without_the_secret(world: World, 
 
 
 def test_serve_refuses_bad_options_at_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["serve", "--prometheus-url", "http://127.0.0.1:9", "--insecure-plain-http",
-                 "--backend", "victoriametrics-cluster"])
+    code = main(
+        [
+            "serve",
+            "--prometheus-url",
+            "http://127.0.0.1:9",
+            "--insecure-plain-http",
+            "--backend",
+            "victoriametrics-cluster",
+        ]
+    )
     assert code == 2
     assert "/select/<accountID>/prometheus" in capsys.readouterr().err
 
@@ -80,8 +96,21 @@ def test_serve_refuses_bad_options_at_start(tmp_path: Path, capsys: pytest.Captu
 def test_explain_through_the_gateway(world: World) -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["explain", "--prometheus-url", world.gw.mtls_url, *flags(world), "--namespace", world.ns,
-                     "--selector", "app=web", "--metric", "gpu_utilization_p90", "--json"])
+        code = main(
+            [
+                "explain",
+                "--prometheus-url",
+                world.gw.mtls_url,
+                *flags(world),
+                "--namespace",
+                world.ns,
+                "--selector",
+                "app=web",
+                "--metric",
+                "gpu_utilization_p90",
+                "--json",
+            ]
+        )
     assert code == 0
     doc = json.loads(out.getvalue())
     served = {p["pod"]: p["served"] for p in doc["pods"]}
@@ -96,10 +125,32 @@ def test_backtest_through_the_gateway(world: World, tmp_path: Path) -> None:
     flavour's deny_partial_response=1)."""
     out = tmp_path / "bt.json"
     query = f'sum(DCGM_FI_DEV_GPU_UTIL{{namespace="{world.ns}"}})'
-    code = main(["backtest", "--prometheus-url", world.gw.mtls_url + "/select/0/prometheus",
-                 "--backend", "victoriametrics-cluster", *flags(world), "--query", query, "--since", "9m",
-                 "--step", "15s", "--horizon", "15s", "--history", "8", "--train-fraction", "0.3",
-                 "--model", "persistence", "--json", str(out)])
+    code = main(
+        [
+            "backtest",
+            "--prometheus-url",
+            world.gw.mtls_url + "/select/0/prometheus",
+            "--backend",
+            "victoriametrics-cluster",
+            *flags(world),
+            "--query",
+            query,
+            "--since",
+            "9m",
+            "--step",
+            "15s",
+            "--horizon",
+            "15s",
+            "--history",
+            "8",
+            "--train-fraction",
+            "0.3",
+            "--model",
+            "persistence",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["source"]["kind"] == "prometheus" and doc["points_tested"] > 0

@@ -32,9 +32,15 @@ def adapter(world: World, url: str, flavour: str, access: BackendAccess, timeout
     # Answer cache and value store off: every request reaches the gateway, so a credential change shows at once
     # (behind the store, stored values are served up to max_staleness: tests/test_store.py).
     catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=0.0, store=None)
-    check_access(url, flavour, access)   # what serve does at start-up
-    settings = Settings(prometheus_url=url, backend=flavour, pod_source="prometheus",  # type: ignore[arg-type]
-                        query_timeout_s=timeout, catalog=catalog, backend_access=access)
+    check_access(url, flavour, access)  # what serve does at start-up
+    settings = Settings(
+        prometheus_url=url,
+        backend=flavour,
+        pod_source="prometheus",  # type: ignore[arg-type]
+        query_timeout_s=timeout,
+        catalog=catalog,
+        backend_access=access,
+    )
     return running_adapter(settings, clock=lambda: world.now)
 
 
@@ -52,8 +58,13 @@ def assert_clean_503(r: httpx.Response, world: World, words: str) -> None:
     doc = r.json()
     assert doc["kind"] == "Status" and doc["reason"] == "ServiceUnavailable"
     assert words in doc["message"], doc["message"]
-    for leak in ("127.0.0.1", str(world.gw.mtls_port), str(world.gw.basic_port), world.gw.token,
-                 world.gw.basic_password):
+    for leak in (
+        "127.0.0.1",
+        str(world.gw.mtls_port),
+        str(world.gw.basic_port),
+        world.gw.token,
+        world.gw.basic_password,
+    ):
         assert leak not in r.text
 
 
@@ -63,11 +74,12 @@ def get(url: str) -> httpx.Response:
 
 # -- correct values through every gateway layout ------------------------------------------------------------------
 
+
 def test_prometheus_behind_mtls_and_bearer_token(world: World) -> None:
     with adapter(world, world.gw.mtls_url, "prometheus", world.tls()) as url:
         assert_real_values(get(url + world.path()))
     # The gateway saw the adapter's queries (not a side door to the backend).
-    assert "POST /api/v1/query HTTP/1.1\" 200" in world.gw.access_log()
+    assert 'POST /api/v1/query HTTP/1.1" 200' in world.gw.access_log()
 
 
 def test_mimir_layout_with_tenant_header(world: World) -> None:
@@ -80,8 +92,10 @@ def test_mimir_layout_with_tenant_header(world: World) -> None:
 
 
 def test_mimir_without_the_tenant_is_a_clean_503(world: World, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING), \
-            adapter(world, world.gw.mtls_url + "/prometheus", "mimir", world.tls()) as url:
+    with (
+        caplog.at_level(logging.WARNING),
+        adapter(world, world.gw.mtls_url + "/prometheus", "mimir", world.tls()) as url,
+    ):
         assert_clean_503(get(url + world.path()), world, "HTTP 401")
     assert "check --backend-token-file" in caplog.text and world.gw.token not in caplog.text
 
@@ -106,13 +120,16 @@ def test_plain_prometheus_flavour_does_not_pass_the_vmselect_gate(world: World) 
 
 
 def test_victoriametrics_behind_basic_auth(world: World) -> None:
-    access = BackendAccess(ca_file=world.gw.ca_file,
-                           basic_auth_file=world.file("basic", f"{world.gw.basic_user}:{world.gw.basic_password}\n"))
+    access = BackendAccess(
+        ca_file=world.gw.ca_file,
+        basic_auth_file=world.file("basic", f"{world.gw.basic_user}:{world.gw.basic_password}\n"),
+    )
     with adapter(world, world.gw.basic_url, "victoriametrics", access) as url:
         assert_real_values(get(url + world.path()))
 
 
 # -- wrong or missing credentials ---------------------------------------------------------------------------------
+
 
 def _wrong(world: World, case: str) -> tuple[str, BackendAccess, str]:
     gw = world.gw
@@ -120,24 +137,32 @@ def _wrong(world: World, case: str) -> tuple[str, BackendAccess, str]:
         return gw.mtls_url, world.tls(token_file=None), "HTTP 401"
     if case == "wrong-token":
         return gw.mtls_url, world.tls(token_file=world.file("bad-token", "tok-wrong-" + gw.token[4:])), "HTTP 401"
-    if case == "no-client-cert":   # nginx answers 400 "No required SSL certificate was sent"
+    if case == "no-client-cert":  # nginx answers 400 "No required SSL certificate was sent"
         return gw.mtls_url, world.tls(cert_file=None, key_file=None), "HTTP 400"
     if case == "untrusted-client-cert":
         return gw.mtls_url, world.tls(cert_file=gw.stranger_cert, key_file=gw.stranger_key), "HTTP 400"
-    if case == "wrong-ca":         # the adapter does not trust the gateway's certificate
+    if case == "wrong-ca":  # the adapter does not trust the gateway's certificate
         return gw.mtls_url, world.tls(ca_file=gw.other_ca_file), "certificate did not verify"
-    if case == "system-cas":       # no --backend-ca-file: the system store does not know the gateway's CA
+    if case == "system-cas":  # no --backend-ca-file: the system store does not know the gateway's CA
         return gw.mtls_url, world.tls(ca_file=None), "certificate did not verify"
     if case == "wrong-password":
-        return gw.basic_url, BackendAccess(ca_file=gw.ca_file, basic_auth_file=world.file(
-            "bad-basic", f"{gw.basic_user}:not-{gw.basic_password}")), "HTTP 401"
+        return (
+            gw.basic_url,
+            BackendAccess(
+                ca_file=gw.ca_file, basic_auth_file=world.file("bad-basic", f"{gw.basic_user}:not-{gw.basic_password}")
+            ),
+            "HTTP 401",
+        )
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", ["no-token", "wrong-token", "no-client-cert", "untrusted-client-cert", "wrong-ca",
-                                  "system-cas", "wrong-password"])
-def test_wrong_or_missing_credential_is_a_503_and_a_clear_log_line(world: World, case: str,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "case",
+    ["no-token", "wrong-token", "no-client-cert", "untrusted-client-cert", "wrong-ca", "system-cas", "wrong-password"],
+)
+def test_wrong_or_missing_credential_is_a_503_and_a_clear_log_line(
+    world: World, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
     target, access, words = _wrong(world, case)
     flavour = "victoriametrics" if target == world.gw.basic_url else "prometheus"
     with caplog.at_level(logging.WARNING, logger="adapter"), adapter(world, target, flavour, access) as url:
@@ -159,7 +184,7 @@ def test_rotated_token_file_is_picked_up_without_a_restart(world: World, caplog:
         with adapter(world, world.gw.mtls_url, "prometheus", access) as url:
             assert_real_values(get(url + world.path()))
             new = "tok-" + os.urandom(16).hex()
-            world.gw.set_token(new)                 # the gateway now wants the new token only ...
+            world.gw.set_token(new)  # the gateway now wants the new token only ...
             assert_clean_503(get(url + world.path()), world, "HTTP 401")
             # ... and the kubelet swaps the projected token file atomically (a rename, as its ..data symlink).
             tmp = Path(token_file + ".new")
@@ -173,18 +198,22 @@ def test_rotated_token_file_is_picked_up_without_a_restart(world: World, caplog:
 
 # -- start-up checks ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("url,flavour,access,words", [
-    ("http://127.0.0.1:9/select/0/prometheus", "victoriametrics-cluster", BackendAccess(tenant="1"), "contradicts"),
-    ("http://127.0.0.1:9", "victoriametrics-cluster", BackendAccess(), "/select/<accountID>/prometheus"),
-    ("http://127.0.0.1:9", "victoriametrics-cluster", BackendAccess(tenant="team-a"), "numbers"),
-    ("http://127.0.0.1:9", "prometheus", BackendAccess(tenant="x"), "--backend-tenant applies"),
-    ("http://127.0.0.1:9", "prometheus", BackendAccess(ca_file="/nonexistent"), "need an https://"),
-    ("https://127.0.0.1:9", "prometheus", BackendAccess(ca_file="/nonexistent/ca.crt"), "backend TLS files"),
-    ("https://127.0.0.1:9", "prometheus", BackendAccess(cert_file="/x.crt"), "go together"),
-    ("http://127.0.0.1:9", "prometheus", BackendAccess(token_file="/nonexistent/token"), "cannot read"),
-    ("http://127.0.0.1:9", "prometheus", BackendAccess(token_file="/a", basic_auth_file="/b"), "not both"),
-    ("ftp://127.0.0.1:9", "prometheus", BackendAccess(), "http:// or https://"),
-])
+
+@pytest.mark.parametrize(
+    "url,flavour,access,words",
+    [
+        ("http://127.0.0.1:9/select/0/prometheus", "victoriametrics-cluster", BackendAccess(tenant="1"), "contradicts"),
+        ("http://127.0.0.1:9", "victoriametrics-cluster", BackendAccess(), "/select/<accountID>/prometheus"),
+        ("http://127.0.0.1:9", "victoriametrics-cluster", BackendAccess(tenant="team-a"), "numbers"),
+        ("http://127.0.0.1:9", "prometheus", BackendAccess(tenant="x"), "--backend-tenant applies"),
+        ("http://127.0.0.1:9", "prometheus", BackendAccess(ca_file="/nonexistent"), "need an https://"),
+        ("https://127.0.0.1:9", "prometheus", BackendAccess(ca_file="/nonexistent/ca.crt"), "backend TLS files"),
+        ("https://127.0.0.1:9", "prometheus", BackendAccess(cert_file="/x.crt"), "go together"),
+        ("http://127.0.0.1:9", "prometheus", BackendAccess(token_file="/nonexistent/token"), "cannot read"),
+        ("http://127.0.0.1:9", "prometheus", BackendAccess(token_file="/a", basic_auth_file="/b"), "not both"),
+        ("ftp://127.0.0.1:9", "prometheus", BackendAccess(), "http:// or https://"),
+    ],
+)
 def test_bad_options_are_config_errors_at_start(url: str, flavour: str, access: BackendAccess, words: str) -> None:
     with pytest.raises(ConfigError, match=words.replace("?", r"\?")):
         check_access(url, flavour, access)
@@ -201,8 +230,10 @@ def test_insecure_skip_verify_works_and_is_loud(world: World, caplog: pytest.Log
 def test_rotated_client_certificate_is_picked_up_without_a_restart(world: World) -> None:
     """The client certificate files start as a pair the gateway does not trust and are then rotated (renamed
     over, as the kubelet swaps a Secret volume) to the good pair: the next request uses the new certificate."""
-    cert, key = world.file("rot.crt", Path(world.gw.stranger_cert).read_text()), \
-        world.file("rot.key", Path(world.gw.stranger_key).read_text())
+    cert, key = (
+        world.file("rot.crt", Path(world.gw.stranger_cert).read_text()),
+        world.file("rot.key", Path(world.gw.stranger_key).read_text()),
+    )
     with adapter(world, world.gw.mtls_url, "prometheus", world.tls(cert_file=cert, key_file=key)) as url:
         assert_clean_503(get(url + world.path()), world, "HTTP 400")
         for src, dst in ((world.gw.client_key, key), (world.gw.client_cert, cert)):

@@ -35,8 +35,9 @@ from tests.support.backends import TestBackend
 from tests.support.fleet_data import PodSpec, build, expected
 from tests.support.shaping_proxy import ShapingProxy, filler_items
 
-PODS = [PodSpec(f"web-6f7d8c9b5-h{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web")
-        for i in range(3)]
+PODS = [
+    PodSpec(f"web-6f7d8c9b5-h{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web") for i in range(3)
+]
 GPU_QUERY_MARK = "DCGM_FI_DEV_GPU_UTIL"
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "apiservice-manifests" / "deployment.yaml"
 
@@ -49,8 +50,14 @@ def adapter(url: str, kind: str, now: float, *, timeout: float = 5.0, access: Ba
     # Answer cache and value store off: every request reaches the backend, so each one meets the fault under test
     # (a fault behind the store keeps serving stored values up to max_staleness: tests/test_store.py).
     catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=0.0, store=None)
-    settings = Settings(prometheus_url=url, backend=kind, pod_source="prometheus",  # type: ignore[arg-type]
-                        query_timeout_s=timeout, catalog=catalog, backend_access=access or BackendAccess())
+    settings = Settings(
+        prometheus_url=url,
+        backend=kind,
+        pod_source="prometheus",  # type: ignore[arg-type]
+        query_timeout_s=timeout,
+        catalog=catalog,
+        backend_access=access or BackendAccess(),
+    )
     return running_adapter(settings, clock=lambda: now)
 
 
@@ -80,8 +87,10 @@ def fleet(prometheus: TestBackend, victoriametrics: TestBackend) -> tuple[str, f
 
 # -- row 3: the timeout is a total deadline -------------------------------------------------------------------------
 
-def test_trickling_backend_is_cut_at_the_deadline_for_every_joined_request(backend: TestBackend,
-                                                                         fleet: tuple[str, float]) -> None:
+
+def test_trickling_backend_is_cut_at_the_deadline_for_every_joined_request(
+    backend: TestBackend, fleet: tuple[str, float]
+) -> None:
     ns, now = fleet
     timeout = 1.5
     with ShapingProxy(backend.url) as proxy, adapter(proxy.url, backend.kind, now, timeout=timeout) as url:
@@ -89,12 +98,12 @@ def test_trickling_backend_is_cut_at_the_deadline_for_every_joined_request(backe
         proxy.mode, proxy.only_if, proxy.trickle_s = "trickle", GPU_QUERY_MARK, 0.2
         # Each byte arrives well within any per-read timeout; the whole answer would take minutes.
         started = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:   # identical requests: single-flighted
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:  # identical requests: single-flighted
             answers = list(pool.map(lambda _: httpx.get(url + path(ns), timeout=120), range(4)))
         elapsed = time.monotonic() - started
         for r in answers:
             assert_503(r, "did not answer", proxy.port)
-        body_seconds = 0.2 * 200   # the answer is several hundred bytes: at least 40 s of trickling
+        body_seconds = 0.2 * 200  # the answer is several hundred bytes: at least 40 s of trickling
         assert elapsed < body_seconds / 4, f"requests were held {elapsed:.1f}s under a {timeout}s deadline"
         assert proxy.shaped >= 1
         proxy.mode = "pass"
@@ -104,6 +113,7 @@ def test_trickling_backend_is_cut_at_the_deadline_for_every_joined_request(backe
 
 # -- row 5: partial answers are never served as complete ------------------------------------------------------------
 
+
 class _PrometheusWithDeadRemoteRead(PrometheusProcess):
     """A real Prometheus with a second store (remote read) that is down: every query's answer lacks that store's
     data, and Prometheus says so only in ``warnings`` (status is still "success")."""
@@ -111,8 +121,9 @@ class _PrometheusWithDeadRemoteRead(PrometheusProcess):
     def _write_config(self) -> None:
         super()._write_config()
         config = json.loads(self.config_path.read_text())
-        config["remote_read"] = [{"url": f"http://{LOOPBACK}:{free_port()}/api/v1/read", "read_recent": True,
-                                  "remote_timeout": "1s"}]
+        config["remote_read"] = [
+            {"url": f"http://{LOOPBACK}:{free_port()}/api/v1/read", "read_recent": True, "remote_timeout": "1s"}
+        ]
         self.config_path.write_text(json.dumps(config))
 
 
@@ -127,18 +138,21 @@ def partial_prometheus() -> Iterator[TestBackend]:
         backend.close()
 
 
-def test_prometheus_warnings_are_a_503_and_logged(partial_prometheus: TestBackend,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_prometheus_warnings_are_a_503_and_logged(
+    partial_prometheus: TestBackend, caplog: pytest.LogCaptureFixture
+) -> None:
     ns, now = f"part-{uuid.uuid4().hex[:8]}", float(int(time.time()) - 30)
     partial_prometheus.load(build(ns, PODS, now))
     # The premise, asked of the server directly: data comes back, flagged with warnings.
-    raw = httpx.post(partial_prometheus.url + "/api/v1/query", data={"query": "count(DCGM_FI_DEV_GPU_UTIL)",
-                                                                     "time": str(now)}, timeout=30).json()
+    raw = httpx.post(
+        partial_prometheus.url + "/api/v1/query",
+        data={"query": "count(DCGM_FI_DEV_GPU_UTIL)", "time": str(now)},
+        timeout=30,
+    ).json()
     assert raw["status"] == "success" and raw["data"]["result"] and raw.get("warnings"), raw
-    with caplog.at_level(logging.WARNING, logger="adapter"), \
-            adapter(partial_prometheus.url, "prometheus", now) as url:
+    with caplog.at_level(logging.WARNING, logger="adapter"), adapter(partial_prometheus.url, "prometheus", now) as url:
         assert_503(httpx.get(url + path(ns), timeout=30), "partial", partial_prometheus.process.port)
-    assert "partial" in caplog.text and "remote_read" in caplog.text   # the backend's own words, in the log only
+    assert "partial" in caplog.text and "remote_read" in caplog.text  # the backend's own words, in the log only
 
 
 def test_victoriametrics_is_partial_is_a_503(victoriametrics: TestBackend, fleet: tuple[str, float]) -> None:
@@ -149,13 +163,16 @@ def test_victoriametrics_is_partial_is_a_503(victoriametrics: TestBackend, fleet
         assert_503(httpx.get(url + path(ns), timeout=30), "partial", proxy.port)
 
 
-@pytest.mark.parametrize("flavour,params", [
-    ("victoriametrics", "nocache=1&deny_partial_response=1"),
-    ("thanos", "dedup=true&partial_response=false"),
-])
-def test_flavour_asks_the_backend_to_deny_partial_answers(flavour: str, params: str, prometheus: TestBackend,
-                                                          victoriametrics: TestBackend,
-                                                          fleet: tuple[str, float]) -> None:
+@pytest.mark.parametrize(
+    "flavour,params",
+    [
+        ("victoriametrics", "nocache=1&deny_partial_response=1"),
+        ("thanos", "dedup=true&partial_response=false"),
+    ],
+)
+def test_flavour_asks_the_backend_to_deny_partial_answers(
+    flavour: str, params: str, prometheus: TestBackend, victoriametrics: TestBackend, fleet: tuple[str, float]
+) -> None:
     """The parameters travel in the URL (gateways see them too). Thanos Querier speaks Prometheus' API, so a
     real Prometheus stands in for it here (it ignores the two Thanos parameters)."""
     ns, now = fleet
@@ -166,6 +183,7 @@ def test_flavour_asks_the_backend_to_deny_partial_answers(flavour: str, params: 
 
 
 # -- row 8: answer-size limit; big answers off the event loop -------------------------------------------------------
+
 
 def _liveness_timeout_s() -> float:
     """The Deployment's liveness probe timeout: /livez must answer within it."""
@@ -204,21 +222,25 @@ class _LivezWatch:
         self._thread.join(30)
 
 
-def test_answer_over_the_size_limit_is_a_503(backend: TestBackend, fleet: tuple[str, float],
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_answer_over_the_size_limit_is_a_503(
+    backend: TestBackend, fleet: tuple[str, float], caplog: pytest.LogCaptureFixture
+) -> None:
     ns, now = fleet
     limit = 1024 * 1024
-    with ShapingProxy(backend.url) as proxy, \
-            adapter(proxy.url, backend.kind, now, access=BackendAccess(max_answer_bytes=limit)) as url:
+    with (
+        ShapingProxy(backend.url) as proxy,
+        adapter(proxy.url, backend.kind, now, access=BackendAccess(max_answer_bytes=limit)) as url,
+    ):
         assert_real_values(httpx.get(url + path(ns), timeout=30))
-        proxy.filler, proxy.mode, proxy.only_if = filler_items(20_000), "huge", GPU_QUERY_MARK   # ~3.5 MB
+        proxy.filler, proxy.mode, proxy.only_if = filler_items(20_000), "huge", GPU_QUERY_MARK  # ~3.5 MB
         with caplog.at_level(logging.WARNING, logger="adapter"):
             assert_503(httpx.get(url + path(ns), timeout=60), "exceeds the 1048576-byte limit", proxy.port)
         assert "--backend-max-answer-bytes" in caplog.text
 
 
-def test_big_answer_is_served_and_livez_stays_within_the_probe_timeout(prometheus: TestBackend,
-                                                                       fleet: tuple[str, float]) -> None:
+def test_big_answer_is_served_and_livez_stays_within_the_probe_timeout(
+    prometheus: TestBackend, fleet: tuple[str, float]
+) -> None:
     """~35 MB of valid answer (the red team used 210 MB, past the default limit): served correctly, and
     /livez, polled meanwhile, never takes as long as the liveness probe allows."""
     ns, now = fleet
@@ -231,7 +253,7 @@ def test_big_answer_is_served_and_livez_stays_within_the_probe_timeout(prometheu
             r = httpx.get(url + path(ns), timeout=180)
             time.sleep(0.3)
         assert proxy.shaped >= 1
-        assert_real_values(r)   # the filler pods are not the selector's: ignored, the real ones exact
+        assert_real_values(r)  # the filler pods are not the selector's: ignored, the real ones exact
         assert watch.count > 3 and watch.failures == 0
         assert watch.worst < probe_timeout, f"/livez took {watch.worst:.2f}s (probe timeout {probe_timeout}s)"
 
@@ -239,17 +261,28 @@ def test_big_answer_is_served_and_livez_stays_within_the_probe_timeout(prometheu
 def test_item_wise_decoding_equals_json_loads() -> None:
     """The off-loop decoder (used for answers over 256 KiB) gives exactly json.loads' result, and rejects what
     json.loads rejects."""
-    doc = {"status": "success", "isPartial": False,
-           "data": {"resultType": "vector", "result": [
-               {"metric": {"pod": f"p{i}", "x": "é\"\\"}, "value": [1.5, str(i)]} for i in range(30_000)]},
-           "warnings": []}
+    doc = {
+        "status": "success",
+        "isPartial": False,
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": {"pod": f"p{i}", "x": 'é"\\'}, "value": [1.5, str(i)]} for i in range(30_000)],
+        },
+        "warnings": [],
+    }
     for text in (json.dumps(doc), json.dumps(doc, indent=2), json.dumps(doc, separators=(",", ":"))):
         body = text.encode()
         assert len(body) > 256 * 1024
         assert loads(body) == json.loads(body)
     body = json.dumps(doc).encode()
-    broken_ones = (body[:-1], body + b"x", body.replace(b'"value"', b"value", 1), body.replace(b"}, {", b"} {", 1),
-                   body.replace(b'"status": ', b'"status" ', 1), body.replace(b'"result": [', b'"result": [,', 1))
+    broken_ones = (
+        body[:-1],
+        body + b"x",
+        body.replace(b'"value"', b"value", 1),
+        body.replace(b"}, {", b"} {", 1),
+        body.replace(b'"status": ', b'"status" ', 1),
+        body.replace(b'"result": [', b'"result": [,', 1),
+    )
     assert all(b != body for b in broken_ones)
     for broken in broken_ones:
         with pytest.raises(ValueError):

@@ -17,10 +17,11 @@ NS = "llm-hpa-adapter"
 
 
 def rendered(tmp_path: Path, component: str) -> list[dict[str, Any]]:
-    base = os.path.relpath(MANIFESTS, tmp_path)   # kustomize wants relative paths
+    base = os.path.relpath(MANIFESTS, tmp_path)  # kustomize wants relative paths
     (tmp_path / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources:\n  - {base}\ncomponents:\n  - {base}/backends/{component}\n")
+        f"resources:\n  - {base}\ncomponents:\n  - {base}/backends/{component}\n"
+    )
     return render(tmp_path)
 
 
@@ -33,8 +34,9 @@ def serve_args(objs: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
 def mounted_from(dep: dict[str, Any], path: str) -> dict[str, Any]:
     """The volume whose mount holds ``path`` (the deepest mount, as the kubelet nests them)."""
     spec = dep["spec"]["template"]["spec"]
-    mounts = [m for m in spec["containers"][0].get("volumeMounts", [])
-              if path.startswith(m["mountPath"].rstrip("/") + "/")]
+    mounts = [
+        m for m in spec["containers"][0].get("volumeMounts", []) if path.startswith(m["mountPath"].rstrip("/") + "/")
+    ]
     assert mounts, f"nothing mounted at {path}"
     deepest = max(mounts, key=lambda m: len(m["mountPath"]))
     return next(v for v in spec["volumes"] if v["name"] == deepest["name"])

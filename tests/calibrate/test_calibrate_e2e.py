@@ -28,9 +28,17 @@ pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prom
 SLO_S = 0.5  # a vLLM bucket bound: the share of slow requests is read exactly from le="0.5"
 # A narrow latency spread and a batch that doubles the service time make the share of slow requests climb
 # steeply through 1 % (0.6 % at 70 % of capacity, 1.8 % at 85 %), so the knee is well defined.
-CONFIG = FleetConfig(deployment=Deployment(name="calib", namespace="calib-ns"), capacity_rps=200.0,
-                     base_service_s=0.16, batch_slowdown=1.0, latency_sigma=0.3, gpus_per_pod=1,
-                     gpus_per_node=2, substep_s=0.05, seed=7)
+CONFIG = FleetConfig(
+    deployment=Deployment(name="calib", namespace="calib-ns"),
+    capacity_rps=200.0,
+    base_service_s=0.16,
+    batch_slowdown=1.0,
+    latency_sigma=0.3,
+    gpus_per_pod=1,
+    gpus_per_node=2,
+    substep_s=0.05,
+    seed=7,
+)
 LEVELS = np.linspace(0.50, 0.95, 10)  # per-pod load as a fraction of capacity, one level per HOLD_S
 HOLD_S = 10.0  # long against a 4 s rate window, so a busy machine's scrape jitter blurs little
 
@@ -63,8 +71,9 @@ def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(tmp_
     fleet = Fleet(CONFIG, replicas=2)
     rates = LEVELS * CONFIG.capacity_rps * 2
     trace = RateTrace(step_s=HOLD_S, rates=rates, suspect=np.zeros(rates.size, dtype=bool))
-    runner = FleetRunner(fleet, ScaledTrace(trace, peak_rps=float(rates.max())),
-                         TraceClock(time.monotonic(), 1.0), tick_s=0.1)
+    runner = FleetRunner(
+        fleet, ScaledTrace(trace, peak_rps=float(rates.max())), TraceClock(time.monotonic(), 1.0), tick_s=0.1
+    )
     exporter = MetricsExporter(runner)
     runner.start()
     exporter.start()
@@ -76,10 +85,35 @@ def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(tmp_
             out = tmp_path / "cal.json"
             plot = tmp_path / "cal.png"
             snippet = tmp_path / "composite.yaml"
-            code = main(["calibrate", "--prometheus-url", prom.url, "--namespace", "calib-ns",
-                         "--deployment", "calib", "--since", f"{end - begin:.0f}s", "--end", f"{end:.3f}",
-                         "--step", "1s", "--window", "4s", "--slo-p99", f"{SLO_S}s", "--cold-start", "1s",
-                         "--json", str(out), "--plot", str(plot), "--catalog-out", str(snippet)])
+            code = main(
+                [
+                    "calibrate",
+                    "--prometheus-url",
+                    prom.url,
+                    "--namespace",
+                    "calib-ns",
+                    "--deployment",
+                    "calib",
+                    "--since",
+                    f"{end - begin:.0f}s",
+                    "--end",
+                    f"{end:.3f}",
+                    "--step",
+                    "1s",
+                    "--window",
+                    "4s",
+                    "--slo-p99",
+                    f"{SLO_S}s",
+                    "--cold-start",
+                    "1s",
+                    "--json",
+                    str(out),
+                    "--plot",
+                    str(plot),
+                    "--catalog-out",
+                    str(snippet),
+                ]
+            )
     finally:
         exporter.stop()
         runner.stop()

@@ -19,10 +19,25 @@ TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.cs
 
 
 def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out, snippet, plot = tmp_path / "c.json", tmp_path / "c.yaml", tmp_path / "c.png"
-    code = main(["calibrate", "--simulate", "--pod-capacity", "20", "--trace", str(TRACE), "--json", str(out),
-                 "--catalog-out", str(snippet), "--plot", str(plot)])
+    code = main(
+        [
+            "calibrate",
+            "--simulate",
+            "--pod-capacity",
+            "20",
+            "--trace",
+            str(TRACE),
+            "--json",
+            str(out),
+            "--catalog-out",
+            str(snippet),
+            "--plot",
+            str(plot),
+        ]
+    )
     assert code == 0
     assert "knee:" in capsys.readouterr().out
     report = json.loads(out.read_text())
@@ -33,23 +48,31 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
     # The snippet drops into the embedded catalog and validates.
     doc = yaml.safe_load((REPO / "adapter" / "catalog.yaml").read_text())
     doc["composites"]["llm_composite_load"]["terms"] = yaml.safe_load(snippet.read_text())["composites"][
-        "llm_composite_load"]["terms"]
+        "llm_composite_load"
+    ]["terms"]
     terms = parse_catalog(doc).composites["llm_composite_load"].terms
-    assert [t.metric for t in terms] == ["gpu_utilization_p90", "inference_queue_depth",
-                                         "inference_latency_p99_seconds"]
+    assert [t.metric for t in terms] == [
+        "gpu_utilization_p90",
+        "inference_queue_depth",
+        "inference_latency_p99_seconds",
+    ]
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["calibrate"], "give --prometheus-url, --namespace, --deployment (or --simulate)"),
-    (["calibrate", "--prometheus-url", "http://127.0.0.1:{port}", "--namespace", "n", "--deployment", "d"],
-     "error: "),
-    (["calibrate", "--simulate", "--slo-quantile", "1.5"], "--slo-quantile"),
-    (["calibrate", "--simulate", "--slo-p99", "fast"], "bad duration"),
-    (["calibrate", "--simulate", "--composite", "nope"], "no composite 'nope'"),
-])
-def test_user_errors_are_one_line_and_exit_2(argv: list[str], needle: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["calibrate"], "give --prometheus-url, --namespace, --deployment (or --simulate)"),
+        (
+            ["calibrate", "--prometheus-url", "http://127.0.0.1:{port}", "--namespace", "n", "--deployment", "d"],
+            "error: ",
+        ),
+        (["calibrate", "--simulate", "--slo-quantile", "1.5"], "--slo-quantile"),
+        (["calibrate", "--simulate", "--slo-p99", "fast"], "bad duration"),
+        (["calibrate", "--simulate", "--composite", "nope"], "no composite 'nope'"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     argv = [a.replace("{port}", str(free_port())) for a in argv]  # nothing listens there
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -35,8 +35,14 @@ def test_one_noisy_bin_or_a_thin_one_does_not_end_the_search() -> None:
 def test_no_knee_when_the_slo_was_always_met_and_the_calibration_says_so() -> None:
     assert find_knee([lb(10, 0.001), lb(20, 0.002)]) is None
     rows = np.array([5.0, 10.0, 20.0])
-    history = History(load=rows, requests=rows, over_slo=rows * 0.001, terms={t.metric: rows for t in TERMS},
-                      deployment_load=np.zeros(0), step_s=60.0)
+    history = History(
+        load=rows,
+        requests=rows,
+        over_slo=rows * 0.001,
+        terms={t.metric: rows for t in TERMS},
+        deployment_load=np.zeros(0),
+        step_s=60.0,
+    )
     cal = calibrate(history, TERMS, slo_s=0.8)
     assert cal.knee_rps is None and cal.safe_rps is None and not cal.terms
     assert "never exceeded the SLO" in cal.warnings[0]
@@ -55,8 +61,10 @@ def test_demand_growth_is_the_quantile_of_the_peak_ahead_over_now() -> None:
 
 def test_proposal_makes_the_composite_read_one_at_the_safe_point_and_grow_with_load() -> None:
     """GPU flat at 100, queue 0 below the knee, latency 0.4 + 0.005 x load: the latency term carries the load."""
-    bins = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0,
-               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    bins = [
+        lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0, inference_latency_p99_seconds=0.4 + 0.005 * x)
+        for x in range(2, 42, 2)
+    ]
     props, composite = propose_terms(bins, TERMS, safe=30.0)
     by = {p.metric: p for p in props}
     assert composite == pytest.approx(1.0)
@@ -64,12 +72,17 @@ def test_proposal_makes_the_composite_read_one_at_the_safe_point_and_grow_with_l
     assert not by["inference_queue_depth"].tracks_load and by["inference_queue_depth"].target == 8.0
     lat = by["inference_latency_p99_seconds"]
     assert lat.tracks_load and lat.idle == pytest.approx(0.4)
-    terms = [Term(p.metric, p.weight, p.target, p.idle, "idle" if p.metric.startswith("inference_l") else "omit_pod")
-             for p in props]
+    terms = [
+        Term(p.metric, p.weight, p.target, p.idle, "idle" if p.metric.startswith("inference_l") else "omit_pod")
+        for p in props
+    ]
 
     def composite_at(load: float) -> float:
-        comps = {"gpu_utilization_p90": {"p": PodValue(100.0, 0, 1)}, "inference_queue_depth": {"p": PodValue(0, 0, 1)},
-                 "inference_latency_p99_seconds": {"p": PodValue(0.4 + 0.005 * load, 0, 1)}}
+        comps = {
+            "gpu_utilization_p90": {"p": PodValue(100.0, 0, 1)},
+            "inference_queue_depth": {"p": PodValue(0, 0, 1)},
+            "inference_latency_p99_seconds": {"p": PodValue(0.4 + 0.005 * load, 0, 1)},
+        }
         return fuse(terms, comps)["p"].value
 
     assert composite_at(30.0) == pytest.approx(1.0)
@@ -118,13 +131,29 @@ def test_an_integer_queue_that_first_shows_a_request_just_below_the_safe_point_i
     """The queue reads 0 up to 26 req/s and 1 from 28 (vLLM's waiting count is an integer): a line through
     those medians would give a target of a fraction of a request, so one waiting request would add most of a
     pod's worth of composite. It keeps its catalog target; the latency carries the load."""
-    bins = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0 if x < 28 else 1.0,
-               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    bins = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=100.0,
+            inference_queue_depth=0.0 if x < 28 else 1.0,
+            inference_latency_p99_seconds=0.4 + 0.005 * x,
+        )
+        for x in range(2, 42, 2)
+    ]
     props, composite = propose_terms(bins, TERMS, safe=30.0)
     by = {p.metric: p for p in props}
     assert not by["inference_queue_depth"].tracks_load and by["inference_queue_depth"].target == 8.0
     assert by["inference_latency_p99_seconds"].tracks_load and composite == pytest.approx(1.0)
     # A queue positive throughout the range (a deep, steady queue) still tracks load.
-    deep = [lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=1.0 + 0.5 * x,
-               inference_latency_p99_seconds=0.4 + 0.005 * x) for x in range(2, 42, 2)]
+    deep = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=100.0,
+            inference_queue_depth=1.0 + 0.5 * x,
+            inference_latency_p99_seconds=0.4 + 0.005 * x,
+        )
+        for x in range(2, 42, 2)
+    ]
     assert {p.metric: p for p in propose_terms(deep, TERMS, safe=30.0)[0]}["inference_queue_depth"].tracks_load

@@ -98,9 +98,7 @@ def test_dcgm_labels_and_help_match_the_real_exporter() -> None:
     for name, text_help in help_lines(text).items():
         if name.startswith("DCGM_") and name in real_help:
             assert text_help == real_help[name]
-    assert {n for n in help_lines(text) if n.startswith("DCGM_")} - set(real_help) == {
-        "DCGM_FI_DEV_XID_ERRORS"
-    }
+    assert {n for n in help_lines(text) if n.startswith("DCGM_")} - set(real_help) == {"DCGM_FI_DEV_XID_ERRORS"}
 
 
 def test_vllm_series_match_the_real_server() -> None:
@@ -142,14 +140,10 @@ def test_vllm_series_match_the_real_server() -> None:
         assert {s.labels["le"] for s in buckets} == real_les
         values = [s.value for s in sorted(buckets, key=lambda s: float(s.labels["le"]))]
         assert values == sorted(values) and values[-1] > 0
-        count = next(
-            s.value for s in ours["vllm:e2e_request_latency_seconds_count"] if s.labels["pod"] == pod
-        )
+        count = next(s.value for s in ours["vllm:e2e_request_latency_seconds_count"] if s.labels["pod"] == pod)
         assert values[-1] == count
         success = {
-            s.labels["finished_reason"]: s.value
-            for s in ours["vllm:request_success_total"]
-            if s.labels["pod"] == pod
+            s.labels["finished_reason"]: s.value for s in ours["vllm:request_success_total"] if s.labels["pod"] == pod
         }
         assert set(success) == reasons
         assert sum(success.values()) == count
@@ -169,9 +163,7 @@ def test_kube_state_metrics_series_describe_pods_replicaset_and_deployment() -> 
         assert labels[pod.name]["uid"] == pod.uid
     owners = {s.labels["pod"]: s.labels for s in parsed["kube_pod_owner"]}
     assert {o["owner_name"] for o in owners.values()} == {rs}
-    assert all(
-        o["owner_kind"] == "ReplicaSet" and o["owner_is_controller"] == "true" for o in owners.values()
-    )
+    assert all(o["owner_kind"] == "ReplicaSet" and o["owner_is_controller"] == "true" for o in owners.values())
     (rs_owner,) = parsed["kube_replicaset_owner"]
     assert rs_owner.labels == {
         "namespace": "llm-demo",
@@ -184,9 +176,7 @@ def test_kube_state_metrics_series_describe_pods_replicaset_and_deployment() -> 
     victim = next(p for p in snap.pods if p.phase is PodPhase.TERMINATING)
     assert deleted.labels["pod"] == victim.name
     assert deleted.value == np.floor(1_700_000_000.0 + snap.now)
-    ready = {
-        s.labels["pod"]: s.value for s in parsed["kube_pod_status_ready"] if s.labels["condition"] == "true"
-    }
+    ready = {s.labels["pod"]: s.value for s in parsed["kube_pod_status_ready"] if s.labels["condition"] == "true"}
     assert ready == {p.name: (0.0 if p.name == victim.name else 1.0) for p in snap.pods}
     (spec,) = parsed["kube_deployment_spec_replicas"]
     assert spec.value == 2
@@ -249,9 +239,7 @@ def test_runner_plays_the_trace_compressed_and_the_fleet_in_real_seconds() -> No
 def test_exporter_serves_metrics_over_http_while_the_runner_ticks() -> None:
     fleet = Fleet(FleetConfig(deployment=DEP), replicas=2)
     trace = RateTrace(step_s=600.0, rates=np.array([1.0]), suspect=np.zeros(1, dtype=bool))
-    runner = FleetRunner(
-        fleet, ScaledTrace(trace, peak_rps=10.0), TraceClock(time.monotonic(), 1.0), tick_s=0.05
-    )
+    runner = FleetRunner(fleet, ScaledTrace(trace, peak_rps=10.0), TraceClock(time.monotonic(), 1.0), tick_s=0.05)
     exporter = MetricsExporter(runner)
     runner.start()
     exporter.start()

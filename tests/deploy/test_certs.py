@@ -44,8 +44,9 @@ SVC, NS = "llm-hpa-adapter", "llm-hpa-adapter"
 SVC_DNS = f"{SVC}.{NS}.svc"  # what kube-aggregator puts in TLS ServerName
 
 
-def _verify_server(ca: KeyPair, leaf: KeyPair, name: x509.DNSName | x509.IPAddress,
-                   at: dt.datetime | None = None) -> None:
+def _verify_server(
+    ca: KeyPair, leaf: KeyPair, name: x509.DNSName | x509.IPAddress, at: dt.datetime | None = None
+) -> None:
     builder = xv.PolicyBuilder().store(xv.Store([ca.cert]))
     if at is not None:
         builder = builder.time(at)
@@ -56,10 +57,15 @@ def _verify_client(ca: KeyPair, leaf: KeyPair) -> None:
     # The Web PKI profile wants a SAN on client certificates too; Kubernetes does not (it reads CN and O,
     # and kubeadm's front-proxy-client has no SAN), so only that one requirement is relaxed.
     ee = xv.ExtensionPolicy.webpki_defaults_ee().may_be_present(
-        x509.SubjectAlternativeName, xv.Criticality.AGNOSTIC, None)
-    (xv.PolicyBuilder().store(xv.Store([ca.cert]))
-     .extension_policies(ca_policy=xv.ExtensionPolicy.webpki_defaults_ca(), ee_policy=ee)
-     .build_client_verifier().verify(leaf.cert, []))
+        x509.SubjectAlternativeName, xv.Criticality.AGNOSTIC, None
+    )
+    (
+        xv.PolicyBuilder()
+        .store(xv.Store([ca.cert]))
+        .extension_policies(ca_policy=xv.ExtensionPolicy.webpki_defaults_ca(), ee_policy=ee)
+        .build_client_verifier()
+        .verify(leaf.cert, [])
+    )
 
 
 def _cn(cert: x509.Certificate) -> str:
@@ -85,7 +91,12 @@ def test_serving_cert_chain_sans_and_usage() -> None:
     serving.cert.verify_directly_issued_by(ca.cert)
     san = serving.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == [
-        SVC, f"{SVC}.{NS}", f"{SVC}.{NS}.svc", f"{SVC}.{NS}.svc.cluster.local", "localhost"]
+        SVC,
+        f"{SVC}.{NS}",
+        f"{SVC}.{NS}.svc",
+        f"{SVC}.{NS}.svc.cluster.local",
+        "localhost",
+    ]
     assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     eku = serving.cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
@@ -141,8 +152,10 @@ def test_client_cert_identity_and_usage() -> None:
         _verify_client(make_ca(), client)
 
 
-@pytest.mark.parametrize(("service", "namespace"), [
-    ("Bad_Name", NS), ("1starts-with-digit", NS), (SVC, "has.dot"), ("", NS), ("a" * 64, NS), (SVC, "-x")])
+@pytest.mark.parametrize(
+    ("service", "namespace"),
+    [("Bad_Name", NS), ("1starts-with-digit", NS), (SVC, "has.dot"), ("", NS), ("a" * 64, NS), (SVC, "-x")],
+)
 def test_invalid_names_are_refused(service: str, namespace: str) -> None:
     with pytest.raises(ValueError):
         make_serving_cert(make_ca(), service, namespace)
@@ -186,8 +199,10 @@ def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, hostname: str) ->
         thread = threading.Thread(target=serve)
         thread.start()
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=30) as raw, \
-                    client.wrap_socket(raw, server_hostname=hostname) as tls:
+            with (
+                socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
+                client.wrap_socket(raw, server_hostname=hostname) as tls,
+            ):
                 out["reply"] = tls.recv(2)  # with TLS 1.3 a refused client cert surfaces here
         except (ssl.SSLError, OSError) as exc:
             out["client_error"] = exc
@@ -305,8 +320,9 @@ def test_second_run_keeps_valid_certificates(tmp_path: Path) -> None:
     assert sorted(before) == sorted(bundle_files(False))
 
 
-@pytest.mark.parametrize("change", ["other-service", "missing-key", "expired", "front-proxy-added",
-                                    "foreign-key", "stale-ca-bundle"])
+@pytest.mark.parametrize(
+    "change", ["other-service", "missing-key", "expired", "front-proxy-added", "foreign-key", "stale-ca-bundle"]
+)
 def test_refuses_to_overwrite_what_does_not_fit(tmp_path: Path, change: str) -> None:
     write_bundle(tmp_path, SVC, NS)
     kwargs: dict[str, Any] = {}
@@ -357,8 +373,7 @@ def test_no_temporary_files_left(tmp_path: Path) -> None:
 
 def test_cli_prints_only_the_ca_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "certs"
-    assert main(["certs", "--out", str(out), "--service", SVC, "--namespace", NS, "--days", "7",
-                 "--front-proxy"]) == 0
+    assert main(["certs", "--out", str(out), "--service", SVC, "--namespace", NS, "--days", "7", "--front-proxy"]) == 0
     captured = capsys.readouterr()
     assert captured.out == (out / "ca-bundle.b64").read_text()
     assert "wrote" in captured.err
@@ -392,10 +407,14 @@ def test_cli_bad_input_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_python_dash_m_adapter_certs(tmp_path: Path) -> None:
     # The documented invocation, in a fresh interpreter.
-    proc = subprocess.run([sys.executable, "-m", "adapter", "certs", "--out", str(tmp_path / "c"),
-                           "--service", SVC, "--namespace", NS], check=False, capture_output=True, text=True,
-                          timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    proc = subprocess.run(
+        [sys.executable, "-m", "adapter", "certs", "--out", str(tmp_path / "c"), "--service", SVC, "--namespace", NS],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == (tmp_path / "c" / "ca-bundle.b64").read_text().strip()
 

@@ -150,8 +150,9 @@ def test_copy_sources_exist_and_pass_dockerignore(docker_stages: list[list[Instr
     for source in sources:
         path = REPO / source
         assert path.exists(), f"COPY {source}: not in the repository"
-        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()
-                                               and "__pycache__" not in p.parts]
+        files = (
+            [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        )
         for file in files:
             rel = file.relative_to(REPO).as_posix()
             assert not dockerignore_excludes(patterns, rel), f"{rel} is copied but .dockerignore drops it"
@@ -159,8 +160,15 @@ def test_copy_sources_exist_and_pass_dockerignore(docker_stages: list[list[Instr
 
 def test_dockerignore_keeps_secrets_and_bulk_out() -> None:
     patterns = _dockerignore()
-    for path in (".venv/bin/python", "certs/ca.key", "deploy/certs/tls.key", ".git/config", "tests/conftest.py",
-                 "adapter/__pycache__/app.cpython-311.pyc", "benchmarks/latency.py"):
+    for path in (
+        ".venv/bin/python",
+        "certs/ca.key",
+        "deploy/certs/tls.key",
+        ".git/config",
+        "tests/conftest.py",
+        "adapter/__pycache__/app.cpython-311.pyc",
+        "benchmarks/latency.py",
+    ):
         assert dockerignore_excludes(patterns, path), path
 
 
@@ -215,16 +223,28 @@ def test_build_context_is_enough_to_build_the_package(tmp_path: Path) -> None:
     # backend (setuptools, already in this venv) builds the source distribution from the same context: the
     # same metadata, package list and package data a wheel is made of.
     code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "dist")], cwd=context,
-                          check=False, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "dist")],
+        cwd=context,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     sdist = tmp_path / "dist" / proc.stdout.strip().splitlines()[-1]
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-        entry_points = next(tar.extractfile(m).read().decode()  # type: ignore[union-attr]
-                            for m in tar.getmembers() if m.name.endswith(".egg-info/entry_points.txt"))
-    package_files = {p.relative_to(REPO).as_posix() for p in (REPO / "adapter").rglob("*")
-                     if p.suffix in {".py", ".yaml"} and "__pycache__" not in p.parts}
+        entry_points = next(
+            tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.name.endswith(".egg-info/entry_points.txt")
+        )
+    package_files = {
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "adapter").rglob("*")
+        if p.suffix in {".py", ".yaml"} and "__pycache__" not in p.parts
+    }
     assert package_files <= names, sorted(package_files - names)
     assert "llm-hpa-adapter = adapter.__main__:main" in entry_points
     assert not any(n.startswith("tests/") for n in names)
@@ -236,8 +256,15 @@ def test_make_image_builds_the_versioned_tag() -> None:
     # Under `make test` (CI) the parent make's MAKEFLAGS/MAKELEVEL would make this one print
     # "Entering directory" lines: run it as a top-level make.
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    proc = subprocess.run(["make", "--no-print-directory", "-n", "image"], cwd=REPO, check=False,
-                          capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-n", "image"],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert proc.stdout.strip() == f"docker build -t llm-hpa-adapter:{version} ."

@@ -45,22 +45,33 @@ def _prestop(objs: list[Obj]) -> list[str]:
 
 def test_every_example_object_validates(objs: list[Obj]) -> None:
     how = {o["kind"]: check_object(o) for o in objs}
-    assert how == {"Namespace": "schema", "Deployment": "schema", "HorizontalPodAutoscaler": "schema",
-                   "PodMonitor": "structure"}
+    assert how == {
+        "Namespace": "schema",
+        "Deployment": "schema",
+        "HorizontalPodAutoscaler": "schema",
+        "PodMonitor": "structure",
+    }
 
 
 def test_hpa_behavior_is_exactly_the_design() -> None:
     raw = yaml.safe_load((EXAMPLES / "vllm-hpa.yaml").read_text())
     # Exactly these fields, no selectPolicy or tolerance that would change the design's meaning.
     assert raw["spec"]["behavior"] == {
-        "scaleUp": {"stabilizationWindowSeconds": 60,
-                    "policies": [{"type": "Pods", "value": 2, "periodSeconds": 30}]},
-        "scaleDown": {"stabilizationWindowSeconds": 300,
-                      "policies": [{"type": "Percent", "value": 20, "periodSeconds": 60}]},
+        "scaleUp": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 2, "periodSeconds": 30}]},
+        "scaleDown": {
+            "stabilizationWindowSeconds": 300,
+            "policies": [{"type": "Percent", "value": 20, "periodSeconds": 60}],
+        },
     }
-    assert raw["spec"]["metrics"] == [{"type": "Pods", "pods": {
-        "metric": {"name": "llm_composite_load_boosted"},
-        "target": {"type": "AverageValue", "averageValue": "1"}}}]
+    assert raw["spec"]["metrics"] == [
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "llm_composite_load_boosted"},
+                "target": {"type": "AverageValue", "averageValue": "1"},
+            },
+        }
+    ]
 
 
 def test_hpa_parses_with_the_hpa_model_like_the_design(objs: list[Obj]) -> None:
@@ -116,8 +127,9 @@ class _FakeVllm:
             def do_GET(self) -> None:
                 value = fake.running[min(fake.polls, len(fake.running) - 1)]
                 fake.polls += 1
-                body = re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\g<1> {value}", sample,
-                              flags=re.MULTILINE).encode()
+                body = re.sub(
+                    r"^(vllm:num_requests_running\{[^}]*\}) \S+$", rf"\g<1> {value}", sample, flags=re.MULTILINE
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
@@ -154,10 +166,16 @@ def _drain(objs: list[Obj], url: str, timeout_s: str = "60") -> subprocess.Compl
     command = _prestop(objs)
     assert command[:2] == ["python3", "-c"]
     # The image's python3 runs it in the pod; here our own interpreter runs the very same program.
-    env = {**os.environ, "DRAIN_METRICS_URL": url, "DRAIN_DELAY_SECONDS": "0", "DRAIN_POLL_SECONDS": "0.01",
-           "DRAIN_TIMEOUT_SECONDS": timeout_s}
-    return subprocess.run([sys.executable, "-c", command[2]], env=env, check=False, capture_output=True, text=True,
-                          timeout=120)
+    env = {
+        **os.environ,
+        "DRAIN_METRICS_URL": url,
+        "DRAIN_DELAY_SECONDS": "0",
+        "DRAIN_POLL_SECONDS": "0.01",
+        "DRAIN_TIMEOUT_SECONDS": timeout_s,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", command[2]], env=env, check=False, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_sample_is_idle() -> None:
@@ -200,4 +218,9 @@ def test_drain_stops_when_the_engine_is_gone(objs: list[Obj], fake_vllm: type[_F
 
 def test_example_files_exist() -> None:
     assert {p.name for p in Path(EXAMPLES).glob("*.yaml")} == {
-        "kustomization.yaml", "namespace.yaml", "vllm-deployment.yaml", "vllm-hpa.yaml", "vllm-podmonitor.yaml"}
+        "kustomization.yaml",
+        "namespace.yaml",
+        "vllm-deployment.yaml",
+        "vllm-hpa.yaml",
+        "vllm-podmonitor.yaml",
+    }

@@ -37,9 +37,17 @@ NAME = "llm-hpa-adapter"
 # Optional files other parts of the project add; when present they must be part of the kustomization.
 OPTIONAL_RESOURCES = ("grafana-dashboard-configmap.yaml", "prometheusrule.yaml")
 EXPECTED_ARGS = [
-    "serve", "--prometheus-url", "http://prometheus-k8s.monitoring.svc:9090", "--bind", "0.0.0.0:6443",
-    "--tls-cert-file", "/var/run/serving-cert/tls.crt", "--tls-private-key-file", "/var/run/serving-cert/tls.key",
-    "--config", "/etc/llm-hpa-adapter/catalog.yaml",
+    "serve",
+    "--prometheus-url",
+    "http://prometheus-k8s.monitoring.svc:9090",
+    "--bind",
+    "0.0.0.0:6443",
+    "--tls-cert-file",
+    "/var/run/serving-cert/tls.crt",
+    "--tls-private-key-file",
+    "/var/run/serving-cert/tls.key",
+    "--config",
+    "/etc/llm-hpa-adapter/catalog.yaml",
 ]
 
 
@@ -51,28 +59,42 @@ def objs(kubectl_path: str) -> list[Obj]:
 def test_validation_rejects_what_it_should() -> None:
     # The validator is only worth its silence if it speaks up: a misspelt field and a wrong type.
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"},
-                                      "spec": {"portz": []}}, "1.28", strict=True)
+        kubernetes_validate.validate(
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"portz": []}},
+            "1.28",
+            strict=True,
+        )
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                                      "metadata": {"name": "x"}, "spec": {"minAvailable": [1]}}, "1.28",
-                                     strict=True)
+        kubernetes_validate.validate(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "x"},
+                "spec": {"minAvailable": [1]},
+            },
+            "1.28",
+            strict=True,
+        )
 
 
 def test_every_object_validates(objs: list[Obj]) -> None:
     how = {f"{o['kind']}/{o['metadata']['name']}": check_object(o) for o in objs}
     # Everything the adapter itself needs is a built-in kind with a schema, APIService included.
-    builtin = {k: v for k, v in how.items() if not k.startswith(("PrometheusRule/", "ServiceMonitor/",
-                                                                  "PodMonitor/"))}
+    builtin = {k: v for k, v in how.items() if not k.startswith(("PrometheusRule/", "ServiceMonitor/", "PodMonitor/"))}
     assert set(builtin.values()) == {"schema"}, builtin
 
 
 def test_the_objects_the_issue_asks_for(objs: list[Obj]) -> None:
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
-    for kind, name in [("Namespace", NS), ("ServiceAccount", NAME), ("Deployment", NAME),
-                       ("PodDisruptionBudget", NAME), ("Service", NAME),
-                       ("APIService", "v1beta1.custom.metrics.k8s.io"),
-                       ("APIService", "v1beta2.custom.metrics.k8s.io")]:
+    for kind, name in [
+        ("Namespace", NS),
+        ("ServiceAccount", NAME),
+        ("Deployment", NAME),
+        ("PodDisruptionBudget", NAME),
+        ("Service", NAME),
+        ("APIService", "v1beta1.custom.metrics.k8s.io"),
+        ("APIService", "v1beta2.custom.metrics.k8s.io"),
+    ]:
         assert (kind, name) in kinds
     assert len(of_kind(objs, "ConfigMap")) >= 1
 
@@ -121,8 +143,11 @@ def test_serve_accepts_the_deployment_args(objs: list[Obj]) -> None:
     from adapter.__main__ import build_parser
 
     parser = build_parser()
-    serve = next(a for a in parser._subparsers._actions  # type: ignore[union-attr]
-                 if isinstance(a, argparse._SubParsersAction)).choices["serve"]
+    serve = next(
+        a
+        for a in parser._subparsers._actions  # type: ignore[union-attr]
+        if isinstance(a, argparse._SubParsersAction)
+    ).choices["serve"]
     if "--tls-cert-file" not in serve._option_string_actions:
         pytest.skip("serve has no TLS flags in this checkout yet (built in parallel)")
     args = parser.parse_args(_container(objs)["args"])
@@ -224,8 +249,11 @@ def test_serviceaccount_is_the_pods_identity(objs: list[Obj]) -> None:
 
 def test_apiservices(objs: list[Obj]) -> None:
     apiservices = {o["metadata"]["name"]: o["spec"] for o in of_kind(objs, "APIService")}
-    assert set(apiservices) == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io",
-                                "v1beta1.external.metrics.k8s.io"}
+    assert set(apiservices) == {
+        "v1beta1.custom.metrics.k8s.io",
+        "v1beta2.custom.metrics.k8s.io",
+        "v1beta1.external.metrics.k8s.io",
+    }
     service = find(objs, "Service", NAME, NS)
     priorities = {}
     for name, spec in apiservices.items():
@@ -233,8 +261,11 @@ def test_apiservices(objs: list[Obj]) -> None:
         assert spec["group"] in ("custom.metrics.k8s.io", "external.metrics.k8s.io")
         assert spec["groupPriorityMinimum"] == 100
         assert "insecureSkipTLSVerify" not in spec
-        assert spec["service"] == {"name": service["metadata"]["name"], "namespace": NS,
-                                   "port": service["spec"]["ports"][0]["port"]}
+        assert spec["service"] == {
+            "name": service["metadata"]["name"],
+            "namespace": NS,
+            "port": service["spec"]["ports"][0]["port"],
+        }
         # The placeholder: valid base64 (so kubectl apply takes it), yet no certificate.
         try:
             decoded = base64.b64decode(spec["caBundle"], validate=True)
@@ -243,31 +274,43 @@ def test_apiservices(objs: list[Obj]) -> None:
         assert b"BEGIN CERTIFICATE" not in decoded and b"README" in decoded
         priorities[name] = spec["versionPriority"]
     # v1beta2 preferred: the higher versionPriority wins in discovery.
-    assert priorities == {"v1beta2.custom.metrics.k8s.io": 200, "v1beta1.custom.metrics.k8s.io": 100,
-                          "v1beta1.external.metrics.k8s.io": 100}
+    assert priorities == {
+        "v1beta2.custom.metrics.k8s.io": 200,
+        "v1beta1.custom.metrics.k8s.io": 100,
+        "v1beta1.external.metrics.k8s.io": 100,
+    }
 
 
 def _bindings_to(objs: list[Obj], namespace: str, name: str) -> list[Obj]:
-    return [b for b in objs if b["kind"] in {"RoleBinding", "ClusterRoleBinding"}
-            and {"kind": "ServiceAccount", "name": name, "namespace": namespace} in b["subjects"]]
+    return [
+        b
+        for b in objs
+        if b["kind"] in {"RoleBinding", "ClusterRoleBinding"}
+        and {"kind": "ServiceAccount", "name": name, "namespace": namespace} in b["subjects"]
+    ]
 
 
 def test_adapter_rbac(objs: list[Obj]) -> None:
     bindings = _bindings_to(objs, NS, NAME)
-    refs = {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["kind"], b["roleRef"]["name"])
-            for b in bindings}
+    refs = {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings}
     assert ("ClusterRoleBinding", None, "ClusterRole", "system:auth-delegator") in refs
     assert ("RoleBinding", "kube-system", "Role", "extension-apiserver-authentication-reader") in refs
     # Our own ClusterRoles granted to the adapter: together they read pods, replicasets, deployments.
-    ours = [find(objs, "ClusterRole", b["roleRef"]["name"]) for b in bindings
-            if b["roleRef"]["kind"] == "ClusterRole" and not b["roleRef"]["name"].startswith("system:")]
+    ours = [
+        find(objs, "ClusterRole", b["roleRef"]["name"])
+        for b in bindings
+        if b["roleRef"]["kind"] == "ClusterRole" and not b["roleRef"]["name"].startswith("system:")
+    ]
     rules = [r for role in ours for r in role["rules"]]
     for group, resource in (("", "pods"), ("apps", "replicasets"), ("apps", "deployments")):
         for verb in ("get", "list", "watch"):
             assert rules_allow(rules, group, resource, verb), (group, resource, verb)
     # Read-only: nothing the adapter is granted by us writes.
-    assert all(not rules_allow(rules, g, r, v) for g, r in (("", "pods"), ("apps", "deployments"))
-               for v in ("create", "update", "patch", "delete"))
+    assert all(
+        not rules_allow(rules, g, r, v)
+        for g, r in (("", "pods"), ("apps", "deployments"))
+        for v in ("create", "update", "patch", "delete")
+    )
 
 
 def test_hpa_controller_may_read_the_metrics(objs: list[Obj]) -> None:
@@ -296,8 +339,7 @@ def test_rendered_image_is_tagged(objs: list[Obj]) -> None:
 
 def test_no_top_level_namespace_moves_the_kube_system_binding(objs: list[Obj]) -> None:
     assert find(objs, "RoleBinding", "llm-hpa-adapter-auth-reader")["metadata"]["namespace"] == "kube-system"
-    namespaced = [o for o in objs if o["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding",
-                                                        "APIService"}]
+    namespaced = [o for o in objs if o["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding", "APIService"}]
     assert {o["metadata"]["namespace"] for o in namespaced} <= {NS, "kube-system"}
 
 

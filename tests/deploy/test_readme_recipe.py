@@ -37,8 +37,15 @@ def overlay(tmp_path_factory: pytest.TempPathFactory, kubectl_path: str) -> tupl
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "llm-hpa-adapter").exists(), "the console script is installed with the package"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(root)}
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", _recipe()], cwd=root, env=env,
-                          check=False, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _recipe()],
+        cwd=root,
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return root, render(root / "deploy", env=env)
 
@@ -54,7 +61,7 @@ def test_apiservices_carry_the_generated_ca(overlay: tuple[Path, list[Obj]]) -> 
     root, objs = overlay
     ca_pem = (root / "deploy" / "certs" / "ca.crt").read_bytes()
     apiservices = of_kind(objs, "APIService")
-    assert len(apiservices) == 3   # custom v1beta1, v1beta2; external v1beta1
+    assert len(apiservices) == 3  # custom v1beta1, v1beta2; external v1beta1
     for apiservice in apiservices:
         assert base64.b64decode(apiservice["spec"]["caBundle"]) == ca_pem
         assert "insecureSkipTLSVerify" not in apiservice["spec"]

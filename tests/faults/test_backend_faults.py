@@ -20,8 +20,9 @@ from tests.support.fault_proxy import FaultProxy
 from tests.support.fleet_data import PodSpec, build, expected
 
 NS = "faults"
-PODS = [PodSpec(f"web-6f7d8c9b5-p{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web")
-        for i in range(3)]
+PODS = [
+    PodSpec(f"web-6f7d8c9b5-p{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web") for i in range(3)
+]
 PATH = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NS}/pods/%2A/gpu_utilization_p90?labelSelector=app%3Dweb"
 
 
@@ -38,8 +39,9 @@ def get(url: str) -> httpx.Response:
 def assert_real_values(r: httpx.Response) -> None:
     assert r.status_code == 200, r.text
     got = {i["describedObject"]["name"]: float(parse_quantity(i["value"])) for i in r.json()["items"]}
-    assert got and all(math.isclose(got[p.name], expected(p, "gpu_utilization_p90"), abs_tol=0.0006)
-                       for p in PODS if p.name in got)
+    assert got and all(
+        math.isclose(got[p.name], expected(p, "gpu_utilization_p90"), abs_tol=0.0006) for p in PODS if p.name in got
+    )
 
 
 def assert_503(r: httpx.Response, words: str) -> None:
@@ -62,8 +64,9 @@ def adapter(backend_url: str, kind: str, now: float, timeout: float = 2.0, cache
     """The adapter under test; the answer cache is off unless asked for, and the value store is off, so every
     request hits the backend (tests/test_store.py covers faults behind the store)."""
     catalog = dataclasses.replace(load_catalog(None), cache_ttl_seconds=cache_ttl, store=None)
-    settings = Settings(prometheus_url=backend_url, backend=kind, pod_source="prometheus", query_timeout_s=timeout,
-                        catalog=catalog)
+    settings = Settings(
+        prometheus_url=backend_url, backend=kind, pod_source="prometheus", query_timeout_s=timeout, catalog=catalog
+    )
     return running_adapter(settings, clock=lambda: now)
 
 
@@ -115,9 +118,16 @@ def test_slow_beyond_the_timeout(own_backend: TestBackend) -> None:
         assert_real_values(r)
 
 
-@pytest.mark.parametrize("mode,words", [("http500", "HTTP 500"), ("http503", "HTTP 503"),
-                                        ("garbage", "not JSON"), ("truncated", "not JSON"),
-                                        ("wrong_shape", "malformed")])
+@pytest.mark.parametrize(
+    "mode,words",
+    [
+        ("http500", "HTTP 500"),
+        ("http503", "HTTP 503"),
+        ("garbage", "not JSON"),
+        ("truncated", "not JSON"),
+        ("wrong_shape", "malformed"),
+    ],
+)
 def test_bad_answers_are_503_and_recovery(backend: TestBackend, mode: str, words: str) -> None:
     now = loaded(backend)
     with FaultProxy(backend.url) as proxy, adapter(proxy.url, backend.kind, now) as url:
@@ -147,11 +157,14 @@ def test_nan_inf_and_partial_data_omit_pods(backend: TestBackend, unique_ns: str
     backend.load(out)
     settings = Settings(prometheus_url=backend.url, backend=backend.kind, pod_source="prometheus")
     with running_adapter(settings, clock=lambda: now) as url:
-        r = get(f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}/pods/*/gpu_utilization_p90"
-                "?labelSelector=app%3Dweb")
+        r = get(
+            f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}/pods/*/gpu_utilization_p90"
+            "?labelSelector=app%3Dweb"
+        )
         assert r.status_code == 200
         names = [i["describedObject"]["name"] for i in r.json()["items"]]
         assert names == ["web-6f7d8c9b5-q3"], names  # NaN, Inf and missing pods are omitted, never 0
-        r = get(f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}/pods/web-6f7d8c9b5-q1/"
-                "gpu_utilization_p90")
+        r = get(
+            f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}/pods/web-6f7d8c9b5-q1/gpu_utilization_p90"
+        )
         assert r.status_code == 404

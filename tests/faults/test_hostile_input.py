@@ -36,8 +36,11 @@ def raw_request(url: str, request: bytes) -> tuple[int, bytes]:
             data += chunk
             if b"\r\n\r\n" in data:
                 head, _, body = data.partition(b"\r\n\r\n")
-                length = [int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:")]
+                length = [
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ]
                 if length and len(body) >= length[0]:
                     break
     status = int(data.split(b" ", 2)[1])
@@ -61,8 +64,11 @@ def test_fuzzed_paths_never_5xx(url: str, parts: list[str]) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(label=st.text(max_size=200), metric=st.text(max_size=200))
 def test_fuzzed_query_strings_never_5xx(url: str, label: str, metric: str) -> None:
-    r = httpx.get(f"{url}{PREFIX}/namespaces/default/pods/%2A/llm_composite_load",
-                  params={"labelSelector": label, "metricLabelSelector": metric}, timeout=30)
+    r = httpx.get(
+        f"{url}{PREFIX}/namespaces/default/pods/%2A/llm_composite_load",
+        params={"labelSelector": label, "metricLabelSelector": metric},
+        timeout=30,
+    )
     assert r.status_code in (200, 400), (label, metric, r.text)
 
 
@@ -95,21 +101,41 @@ def _benign(req) -> str:
     return f"{req.key}{op}v"
 
 
-@pytest.mark.parametrize("request_bytes", [
-    b"GET " + PREFIX.encode() + b"/namespaces/\xff\xfe/pods/*/m HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    b"GET " + PREFIX.encode() + b"/namespaces/%ff%fe/pods/%2A/m HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    b"GET " + PREFIX.encode() + b"/namespaces/d/pods/%2A/m?labelSelector=%ff%00%fe HTTP/1.1\r\nHost: x\r\n"
-    b"Connection: close\r\n\r\n",
-    b"GET " + PREFIX.encode() + b" HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000 + b"\r\nConnection: close\r\n\r\n",
-    b"GET " + PREFIX.encode() + b"/namespaces/d/pods/%2A/m?labelSelector=" + b"a%20in%20(" * 5000
-    + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    b"GET /" + b"a/" * 20_000 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    b"GET " + PREFIX.encode() + b"/namespaces/" + b"n" * 100_000 + b"/pods/%2A/m HTTP/1.1\r\nHost: x\r\n"
-    b"Connection: close\r\n\r\n",
-    b"BREW " + PREFIX.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64 + b"\r\n\r\n",
-], ids=["raw-invalid-utf8-path", "escaped-invalid-utf8-path", "invalid-utf8-selector", "oversized-header",
-        "deeply-nested-selector", "very-deep-path", "oversized-namespace", "unknown-method", "tls-to-plain-port"])
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET " + PREFIX.encode() + b"/namespaces/\xff\xfe/pods/*/m HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET " + PREFIX.encode() + b"/namespaces/%ff%fe/pods/%2A/m HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET " + PREFIX.encode() + b"/namespaces/d/pods/%2A/m?labelSelector=%ff%00%fe HTTP/1.1\r\nHost: x\r\n"
+        b"Connection: close\r\n\r\n",
+        b"GET "
+        + PREFIX.encode()
+        + b" HTTP/1.1\r\nHost: x\r\nX-Big: "
+        + b"a" * 200_000
+        + b"\r\nConnection: close\r\n\r\n",
+        b"GET "
+        + PREFIX.encode()
+        + b"/namespaces/d/pods/%2A/m?labelSelector="
+        + b"a%20in%20(" * 5000
+        + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /" + b"a/" * 20_000 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET " + PREFIX.encode() + b"/namespaces/" + b"n" * 100_000 + b"/pods/%2A/m HTTP/1.1\r\nHost: x\r\n"
+        b"Connection: close\r\n\r\n",
+        b"BREW " + PREFIX.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64 + b"\r\n\r\n",
+    ],
+    ids=[
+        "raw-invalid-utf8-path",
+        "escaped-invalid-utf8-path",
+        "invalid-utf8-selector",
+        "oversized-header",
+        "deeply-nested-selector",
+        "very-deep-path",
+        "oversized-namespace",
+        "unknown-method",
+        "tls-to-plain-port",
+    ],
+)
 def test_malformed_requests_get_4xx(url: str, request_bytes: bytes) -> None:
     status, data = raw_request(url, request_bytes)
     assert 400 <= status < 500, data[:300]

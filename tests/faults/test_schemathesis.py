@@ -22,11 +22,12 @@ from tests.support.fleet_data import PodSpec, build
 @pytest.fixture(scope="module")
 def served(prometheus: TestBackend):
     now = float(int(time.time()) - 30)
-    pods = [PodSpec(f"web-6f7d8c9b5-s{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web")
-            for i in range(2)]
+    pods = [
+        PodSpec(f"web-6f7d8c9b5-s{i}", gpus=2, layout="honor", labels={"app": "web"}, deployment="web")
+        for i in range(2)
+    ]
     prometheus.load(build("default", pods, now))
-    with running_adapter(Settings(prometheus_url=prometheus.url, pod_source="prometheus"),
-                         clock=lambda: now) as url:
+    with running_adapter(Settings(prometheus_url=prometheus.url, pod_source="prometheus"), clock=lambda: now) as url:
         yield url
 
 

@@ -7,9 +7,7 @@ import numpy as np
 DAY_S = 86_400.0
 
 
-def noisy_ramp(
-    n: int, *, start: float = 100.0, slope: float = 2.0, noise: float = 1.0, seed: int = 0
-) -> np.ndarray:
+def noisy_ramp(n: int, *, start: float = 100.0, slope: float = 2.0, noise: float = 1.0, seed: int = 0) -> np.ndarray:
     """``start + slope * i`` plus Gaussian noise (sd ``noise``), i = 0..n-1."""
     rng = np.random.default_rng(seed)
     return start + slope * np.arange(n) + rng.normal(0.0, noise, n)

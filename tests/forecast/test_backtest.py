@@ -57,13 +57,9 @@ def test_persistence_figures_match_an_independent_computation() -> None:
 
 def test_seasonal_naive_baseline_uses_the_value_one_season_before_the_target() -> None:
     ts, values = _series()
-    r = run_backtest(
-        values, ts, step_s=STEP, horizon_steps=3, model="persistence", seasonal_period_s=5 * STEP
-    )
+    r = run_backtest(values, ts, step_s=STEP, horizon_steps=3, model="persistence", seasonal_period_s=5 * STEP)
     targets = np.arange(100, 200)
-    assert r["baselines"]["seasonal_naive"]["wape"] == pytest.approx(
-        wape(values[targets], values[targets - 5])
-    )
+    assert r["baselines"]["seasonal_naive"]["wape"] == pytest.approx(wape(values[targets], values[targets - 5]))
 
 
 def test_missing_targets_are_skipped_and_counted() -> None:

@@ -30,9 +30,7 @@ def test_boost_is_clamped_between_one_and_max() -> None:
         (100.0, np.array([np.inf]), "non_finite"),
     ],
 )
-def test_every_doubt_degrades_to_exactly_one(
-    current: float, forecast: np.ndarray | None, reason: str
-) -> None:
+def test_every_doubt_degrades_to_exactly_one(current: float, forecast: np.ndarray | None, reason: str) -> None:
     assert boost_factor(current, forecast) == (1.0, reason)
 
 

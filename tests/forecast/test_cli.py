@@ -103,9 +103,7 @@ def test_iso_timestamps_give_the_same_result_as_unix_seconds(tmp_path: Path) -> 
     unix = _write_csv(
         tmp_path / "unix.csv", ["t", "v"], [[int(t), f"{v:.3f}"] for t, v in zip(ts, values, strict=True)]
     )
-    iso_rows = [
-        [datetime.fromtimestamp(t, UTC).isoformat(), f"{v:.3f}"] for t, v in zip(ts, values, strict=True)
-    ]
+    iso_rows = [[datetime.fromtimestamp(t, UTC).isoformat(), f"{v:.3f}"] for t, v in zip(ts, values, strict=True)]
     iso = _write_csv(tmp_path / "iso.csv", ["t", "v"], iso_rows)
     for src in (unix, iso):
         assert (
@@ -171,14 +169,9 @@ def test_index_time_and_count_columns(tmp_path: Path) -> None:
 
 def test_coarser_step_averages_rows(tmp_path: Path) -> None:
     ts, values, _ = _load_series(240)
-    src = _write_csv(
-        tmp_path / "l.csv", ["t", "v"], [[int(t), f"{v:.3f}"] for t, v in zip(ts, values, strict=True)]
-    )
+    src = _write_csv(tmp_path / "l.csv", ["t", "v"], [[int(t), f"{v:.3f}"] for t, v in zip(ts, values, strict=True)])
     out = tmp_path / "o.json"
-    assert (
-        _run("--trace", str(src), "--time-col", "t", "--value-col", "v", "--step", "10m", "--json", str(out))
-        == 0
-    )
+    assert _run("--trace", str(src), "--time-col", "t", "--value-col", "v", "--step", "10m", "--json", str(out)) == 0
     r = _load(out)
     assert r["step_s"] == 600.0 and r["horizon_steps"] == 3
     pts = r["points"]
@@ -237,9 +230,7 @@ def test_user_errors_are_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], fragments: list[str]
 ) -> None:
     ts, values, _ = _load_series(200)
-    src = _write_csv(
-        tmp_path / "l.csv", ["t", "value"], [[int(t), v] for t, v in zip(ts, values, strict=True)]
-    )
+    src = _write_csv(tmp_path / "l.csv", ["t", "value"], [[int(t), v] for t, v in zip(ts, values, strict=True)])
     base = ["--trace", str(src), "--time-col", "t", "--json", str(tmp_path / "o.json")]
     assert _run(*base, *argv) == 2
     _one_line_error(capsys, *fragments)

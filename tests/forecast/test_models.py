@@ -165,9 +165,7 @@ def test_a_block_gap_inside_a_ramp(name: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "params"), [("ses", {}), ("ar", {"drift": True})])
-def test_trailing_gap_keeps_forecast_aligned_with_the_end_of_the_input(
-    name: str, params: dict[str, Any]
-) -> None:
+def test_trailing_gap_keeps_forecast_aligned_with_the_end_of_the_input(name: str, params: dict[str, Any]) -> None:
     values = noisy_ramp(122)
     values[-2:] = np.nan  # two missed scrapes: the input still ends at index 121
     f = _forecast(name, values, 3, **params)

@@ -43,9 +43,18 @@ def history(namespace: str, now: float, hours: float) -> list[Series]:
         for pod in pods:
             ts = np.arange(t0, t1 + 1, 60.0)
             counter = np.cumsum([rate_at(t, now) / len(pods) * 60.0 for t in ts])
-            out.append(Series({"__name__": "vllm:request_success_total", "namespace": namespace, "pod": pod,
-                               "model_name": "m", "finished_reason": "stop"},
-                              list(zip(ts.tolist(), counter.tolist(), strict=True))))
+            out.append(
+                Series(
+                    {
+                        "__name__": "vllm:request_success_total",
+                        "namespace": namespace,
+                        "pod": pod,
+                        "model_name": "m",
+                        "finished_reason": "stop",
+                    },
+                    list(zip(ts.tolist(), counter.tolist(), strict=True)),
+                )
+            )
     return out
 
 
@@ -58,8 +67,9 @@ def independent_boost(backend: TestBackend, ns: str, now: float, model: str) -> 
     spec = load_catalog(None).forecast
     end = math.floor(now / spec.step_s) * spec.step_s
     start = end - (spec.history_points - 1) * spec.step_s
-    (series,) = backend.query_range(f'sum(rate(vllm:request_success_total{{namespace="{ns}"}}[5m]))',
-                                    start, end, spec.step_s)
+    (series,) = backend.query_range(
+        f'sum(rate(vllm:request_success_total{{namespace="{ns}"}}[5m]))', start, end, spec.step_s
+    )
     grid = {float(t): float(v) for t, v in series["values"]}
     values = np.array([grid.get(start + i * spec.step_s, np.nan) for i in range(spec.history_points)])
     fitted = get_model(model).fit(values, step_s=spec.step_s, start_ts=start)
@@ -80,8 +90,10 @@ def wait_for(url: str, timeout: float = 30.0) -> httpx.Response:
 def ramp(prometheus: TestBackend, unique_ns: str):
     now = float(int(time.time()) - 60)
     prometheus.load(history(unique_ns, now, hours=10))
-    pods = [PodSpec(name, gpus=2, layout="honor", labels={"app": "llama"}, deployment="llama")
-            for name in ("llama-7f9b8c6d4-bbbb1", "llama-7f9b8c6d4-bbbb2")]
+    pods = [
+        PodSpec(name, gpus=2, layout="honor", labels={"app": "llama"}, deployment="llama")
+        for name in ("llama-7f9b8c6d4-bbbb1", "llama-7f9b8c6d4-bbbb2")
+    ]
     prometheus.load(build(unique_ns, pods, now))
     return unique_ns, now, pods
 
@@ -89,8 +101,9 @@ def ramp(prometheus: TestBackend, unique_ns: str):
 @pytest.mark.parametrize("model", ["ar"])
 def test_boosted_rises_above_the_live_composite_before_the_peak(prometheus: TestBackend, ramp, model: str) -> None:
     ns, now, pods = ramp
-    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with(model),
-                        forecast_tick_s=0.2)
+    settings = Settings(
+        prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with(model), forecast_tick_s=0.2
+    )
     base = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}"
     with running_adapter(settings, clock=lambda: now) as url:
         # The first request only registers the workload: boost 1 until a fit exists, never a wait.
@@ -124,8 +137,9 @@ def test_short_history_degrades_to_boost_one(prometheus: TestBackend, unique_ns:
     prometheus.load(history(unique_ns, now, hours=2))  # 24 points at 5 min: below the 30-point minimum
     pods = [PodSpec("llama-7f9b8c6d4-bbbb1", gpus=1, layout="honor", labels={"app": "llama"}, deployment="llama")]
     prometheus.load(build(unique_ns, pods, now))
-    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with("ar"),
-                        forecast_tick_s=0.2)
+    settings = Settings(
+        prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with("ar"), forecast_tick_s=0.2
+    )
     base = f"/apis/custom.metrics.k8s.io/v1beta1/namespaces/{unique_ns}/deployments.apps/llama"
     with running_adapter(settings, clock=lambda: now) as url:
         get(f"{url}{base}/llm_composite_load_boosted")
@@ -149,8 +163,9 @@ def test_a_slow_fit_never_holds_a_request(prometheus: TestBackend, ramp, monkeyp
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(workloads, "fit_history", slow_fit)
-    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with("ar"),
-                        forecast_tick_s=0.1)
+    settings = Settings(
+        prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with("ar"), forecast_tick_s=0.1
+    )
     base = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}"
     try:
         with running_adapter(settings, clock=lambda: now) as url:
@@ -173,8 +188,9 @@ def test_a_forecast_older_than_two_steps_is_not_applied() -> None:
     service = workloads.ForecastService(spec, load_catalog(None), client=None, clock=lambda: clock[0])  # type: ignore[arg-type]
     key = workloads.WorkloadKey("ns", ("llama",))
     service.touch(key)
-    state = workloads.ForecastState(step_ts=clock[0], current=10.0, forecast=np.array([20.0] * 6), model="ar",
-                                    reason="ok", boost=2.0)
+    state = workloads.ForecastState(
+        step_ts=clock[0], current=10.0, forecast=np.array([20.0] * 6), model="ar", reason="ok", boost=2.0
+    )
     service._workloads[key].state = state
     assert service.boost(key) == (2.0, "ok")
     clock[0] += 2 * spec.step_s

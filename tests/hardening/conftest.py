@@ -68,10 +68,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
     ca, fp_ca = make_ca("adapter-ca"), make_ca("front-proxy-ca")
     (d / "ca.crt").write_bytes(ca.cert_pem())
     (d / "front-proxy-ca.crt").write_bytes(fp_ca.cert_pem())
-    return PKI(d, ca, fp_ca,
-               serving=write_pair(make_serving_cert(ca, "llm-hpa-adapter", "custom-metrics"), d, "tls"),
-               admin=write_pair(make_client_cert(ca, "admin", organizations=["system:masters"]), d, "admin"),
-               front_proxy=write_pair(make_client_cert(fp_ca, "front-proxy-client"), d, "front-proxy-client"))
+    return PKI(
+        d,
+        ca,
+        fp_ca,
+        serving=write_pair(make_serving_cert(ca, "llm-hpa-adapter", "custom-metrics"), d, "tls"),
+        admin=write_pair(make_client_cert(ca, "admin", organizations=["system:masters"]), d, "admin"),
+        front_proxy=write_pair(make_client_cert(fp_ca, "front-proxy-client"), d, "front-proxy-client"),
+    )
 
 
 class SecureAdapter:
@@ -82,10 +86,27 @@ class SecureAdapter:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.log_path = log_dir / "adapter.log"
-        self.command = [sys.executable, "-m", "adapter", "--log-level", "warning", "serve",
-                        "--prometheus-url", prometheus_url, "--bind", f"127.0.0.1:{self.port}",
-                        "--tls-cert-file", pki.serving[0], "--tls-private-key-file", pki.serving[1],
-                        "--client-ca-file", pki.ca_file, "--pod-source", "prometheus", *extra_args]
+        self.command = [
+            sys.executable,
+            "-m",
+            "adapter",
+            "--log-level",
+            "warning",
+            "serve",
+            "--prometheus-url",
+            prometheus_url,
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--tls-cert-file",
+            pki.serving[0],
+            "--tls-private-key-file",
+            pki.serving[1],
+            "--client-ca-file",
+            pki.ca_file,
+            "--pod-source",
+            "prometheus",
+            *extra_args,
+        ]
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -97,8 +118,15 @@ class SecureAdapter:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
         env["HOME"] = str(self.log_path.parent)
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(self.command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command,
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -160,11 +188,11 @@ class KubePolicy:
     """What the fake TokenReview / SubjectAccessReview endpoints decide, and what they received."""
 
     denied: list[dict[str, str]] = field(default_factory=list)  # resourceAttributes subsets denied, per user
-    reviews: list[dict] = field(default_factory=list)            # type: ignore[type-arg]
+    reviews: list[dict] = field(default_factory=list)  # type: ignore[type-arg]
     token_reviews: list[str] = field(default_factory=list)
-    tokens: dict[str, dict] = field(default_factory=dict)        # type: ignore[type-arg]
+    tokens: dict[str, dict] = field(default_factory=dict)  # type: ignore[type-arg]
     configmap: dict[str, str] = field(default_factory=dict)
-    token_gate: object = None   # a threading.Event TokenReview waits on (a slow reviewer), when set
+    token_gate: object = None  # a threading.Event TokenReview waits on (a slow reviewer), when set
 
     def sar(self, req: FakeRequest, out: FakeHandler) -> None:
         body = json.loads(req.body)
@@ -189,9 +217,15 @@ class KubePolicy:
             pass  # the adapter gave up waiting
 
     def get_configmap(self, req: FakeRequest, out: FakeHandler) -> None:
-        out.send_json(200, {"kind": "ConfigMap", "apiVersion": "v1",
-                            "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
-                            "data": dict(self.configmap)})
+        out.send_json(
+            200,
+            {
+                "kind": "ConfigMap",
+                "apiVersion": "v1",
+                "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+                "data": dict(self.configmap),
+            },
+        )
 
 
 @pytest.fixture
@@ -201,8 +235,9 @@ def kube(tmp_path: Path) -> Iterator[tuple[KubePolicy, Path]]:
     fake = FakeKube()
     fake.add_route("POST", r"/apis/authorization.k8s.io/v1/subjectaccessreviews", policy.sar)
     fake.add_route("POST", r"/apis/authentication.k8s.io/v1/tokenreviews", policy.token_review)
-    fake.add_route("GET", r"/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication",
-                   policy.get_configmap)
+    fake.add_route(
+        "GET", r"/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication", policy.get_configmap
+    )
     fake.start()
     try:
         yield policy, fake.write_kubeconfig(tmp_path / "kubeconfig")

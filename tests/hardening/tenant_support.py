@@ -53,16 +53,23 @@ class Exporter:
         self.server.server_close()
 
 
-def scrape_job(name: str, exporter: Exporter, *, namespace: str, pod: str,
-               honor_labels: bool = False) -> dict[str, object]:
+def scrape_job(
+    name: str, exporter: Exporter, *, namespace: str, pod: str, honor_labels: bool = False
+) -> dict[str, object]:
     """A scrape job whose target carries the namespace/pod labels service discovery would give it."""
-    return {"job_name": name, "honor_labels": honor_labels, "scrape_interval": "1s", "scrape_timeout": "1s",
-            "static_configs": [{"targets": [exporter.target], "labels": {"namespace": namespace, "pod": pod}}]}
+    return {
+        "job_name": name,
+        "honor_labels": honor_labels,
+        "scrape_interval": "1s",
+        "scrape_timeout": "1s",
+        "static_configs": [{"targets": [exporter.target], "labels": {"namespace": namespace, "pod": pod}}],
+    }
 
 
 @contextmanager
-def scraped(kind: str, jobs: Sequence[dict[str, object]], tmp: Path,
-            adapter_args: Sequence[str] = ()) -> Iterator[tuple[str, str]]:
+def scraped(
+    kind: str, jobs: Sequence[dict[str, object]], tmp: Path, adapter_args: Sequence[str] = ()
+) -> Iterator[tuple[str, str]]:
     """Start a real backend of ``kind`` scraping ``jobs`` and a real adapter process reading it.
 
     Yields (backend url, adapter url) once every job has been scraped at least twice.
@@ -91,7 +98,7 @@ def wait_for_scrapes(url: str, jobs: int, timeout: float = 60.0) -> None:
                 r = client.get(f"{url}/api/v1/query", params={"query": "count(up == 1)", "nocache": "1"})
                 result = r.json()["data"]["result"]
                 if result and float(result[0]["value"][1]) >= jobs:
-                    time.sleep(2.5)   # at least two more scrapes of every target
+                    time.sleep(2.5)  # at least two more scrapes of every target
                     return
             except (httpx.HTTPError, KeyError, ValueError):
                 pass

@@ -13,7 +13,7 @@ import threading
 from tests.hardening.conftest import SecureAdapter
 
 CLIENTS = 5
-BLOCK = 64 * 1024 * 1024        # per client: enough to show the old behaviour plainly, bounded if it returns
+BLOCK = 64 * 1024 * 1024  # per client: enough to show the old behaviour plainly, bounded if it returns
 CHUNK = 1024 * 1024
 MIB = 1024
 
@@ -70,10 +70,12 @@ def test_oversized_header_blocks_do_not_grow_memory(secure_adapter, pki) -> None
         assert answer == b"" or answer.startswith(b"HTTP/1.1 431 "), answer[:100]
     assert any(answer.startswith(b"HTTP/1.1 431 ") for _, answer in results)
     growth_peak = (max(peak[0], adapter.status_kib("VmHWM")) - max(rss_before, hwm_before)) / MIB
-    print(f"\nRSS before {rss_before / MIB:.0f} MiB, sampled peak {peak[0] / MIB:.0f} MiB, after "
-          f"{adapter.status_kib('VmRSS') / MIB:.0f} MiB; sent per client (MiB): {[s // CHUNK for s, _ in results]}")
+    print(
+        f"\nRSS before {rss_before / MIB:.0f} MiB, sampled peak {peak[0] / MIB:.0f} MiB, after "
+        f"{adapter.status_kib('VmRSS') / MIB:.0f} MiB; sent per client (MiB): {[s // CHUNK for s, _ in results]}"
+    )
     assert growth_peak < 48, f"RSS peak grew {growth_peak:.0f} MiB under {CLIENTS} oversized header blocks"
-    assert (adapter.status_kib("VmRSS") - rss_before) / MIB < 32   # and what it took is released
+    assert (adapter.status_kib("VmRSS") - rss_before) / MIB < 32  # and what it took is released
     # The adapter still serves a normal request, and a normal-sized header set still reaches the app.
     r = adapter.get("/apis/custom.metrics.k8s.io/v1beta2", cert=pki.admin, headers={"X-Fill": "a" * 4096})
     assert r.status_code == 200, r.text
@@ -83,7 +85,7 @@ def test_a_head_between_the_app_limit_and_the_protocol_bound_gets_the_apps_statu
     adapter = secure_adapter("--no-kubernetes-auth")
     r = adapter.get("/apis/custom.metrics.k8s.io/v1beta2", cert=pki.admin, headers={"X-Fill": "a" * 70_000})
     assert r.status_code == 431
-    assert r.json()["reason"] == "RequestHeaderFieldsTooLarge"   # a Kubernetes Status from the app
+    assert r.json()["reason"] == "RequestHeaderFieldsTooLarge"  # a Kubernetes Status from the app
 
 
 def test_thousands_of_tiny_headers_are_refused(secure_adapter, pki) -> None:
@@ -108,12 +110,14 @@ def test_request_bodies_are_bounded_too(secure_adapter, pki) -> None:
     for head in (b"Content-Length: 4194304\r\n", b"Transfer-Encoding: chunked\r\n"):
         sock = adapter.tls_socket(pki.admin)
         try:
-            sock.sendall(b"POST /explain?namespace=x&metric=llm_composite_load&selector=a%3Db HTTP/1.1\r\n"
-                         b"Host: localhost\r\n" + head + b"\r\n")
+            sock.sendall(
+                b"POST /explain?namespace=x&metric=llm_composite_load&selector=a%3Db HTTP/1.1\r\n"
+                b"Host: localhost\r\n" + head + b"\r\n"
+            )
             if b"chunked" in head:
                 try:
                     for _ in range(8):
-                        sock.sendall(b"100000\r\n" + b"a" * 0x100000 + b"\r\n")   # 1 MiB chunks
+                        sock.sendall(b"100000\r\n" + b"a" * 0x100000 + b"\r\n")  # 1 MiB chunks
                 except OSError:
                     pass
             answer = sock.recv(4096)

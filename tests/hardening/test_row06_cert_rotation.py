@@ -19,8 +19,10 @@ from tests.hardening.conftest import PKI, SecureAdapter, write_pair
 
 
 def served_serial(adapter: SecureAdapter) -> int:
-    with socket.create_connection(("127.0.0.1", adapter.port), timeout=10) as raw, \
-            adapter.pki.context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", adapter.port), timeout=10) as raw,
+        adapter.pki.context().wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         der = tls.getpeercert(binary_form=True)
         assert der is not None
         return x509.load_der_x509_certificate(der).serial_number
@@ -41,13 +43,13 @@ def test_certificate_before_key_keeps_the_last_good_pair(pki: PKI, prometheus, t
     try:
         before = served_serial(adapter)
         fresh = make_serving_cert(pki.ca, "llm-hpa-adapter", "custom-metrics")
-        Path(cert_file).write_bytes(fresh.cert_pem())          # the certificate first, the key not yet
+        Path(cert_file).write_bytes(fresh.cert_pem())  # the certificate first, the key not yet
         pattern = re.compile(r"does not load yet|could not be loaded yet")
         wait_for(lambda: pattern.search(adapter.log()) is not None, "the reloader to see the half rotation")
         # The reloader has looked at the mismatched pair: the old pair is still served, and requests work.
         assert served_serial(adapter) == before
         assert adapter.get("/apis/custom.metrics.k8s.io/v1beta2", cert=pki.admin).status_code == 200
-        Path(key_file).write_bytes(fresh.key_pem())            # the key arrives
+        Path(key_file).write_bytes(fresh.key_pem())  # the key arrives
         wait_for(lambda: served_serial(adapter) == fresh.cert.serial_number, "the new pair to be served")
         assert adapter.get("/apis/custom.metrics.k8s.io/v1beta2", cert=pki.admin).status_code == 200
     finally:

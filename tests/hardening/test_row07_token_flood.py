@@ -21,9 +21,15 @@ PATH = "/apis/custom.metrics.k8s.io/v1beta2"
 
 
 def _adapter(secure_adapter, pki, kubeconfig) -> SecureAdapter:  # type: ignore[no-untyped-def]
-    return secure_adapter("--authentication-kubeconfig", str(kubeconfig), "--authentication-skip-lookup",
-                          "--requestheader-client-ca-file", pki.fp_ca_file,
-                          "--requestheader-allowed-names", "front-proxy-client")
+    return secure_adapter(
+        "--authentication-kubeconfig",
+        str(kubeconfig),
+        "--authentication-skip-lookup",
+        "--requestheader-client-ca-file",
+        pki.fp_ca_file,
+        "--requestheader-allowed-names",
+        "front-proxy-client",
+    )
 
 
 def _wait(predicate, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
@@ -36,13 +42,17 @@ def _wait(predicate, what: str, timeout: float = 60.0) -> None:  # type: ignore[
 def test_token_flood_does_not_starve_front_proxy_authorization(secure_adapter, pki, kube) -> None:
     policy, kubeconfig = kube
     adapter = _adapter(secure_adapter, pki, kubeconfig)
-    policy.token_gate = threading.Event()   # every TokenReview hangs until released
+    policy.token_gate = threading.Event()  # every TokenReview hangs until released
     flood_answers: list[int] = []
 
     def bad_token(i: int) -> None:
         try:
-            r = httpx.get(adapter.url + PATH, headers={"Authorization": f"Bearer random-{uuid.uuid4().hex}"},
-                          verify=pki.context(), timeout=120)
+            r = httpx.get(
+                adapter.url + PATH,
+                headers={"Authorization": f"Bearer random-{uuid.uuid4().hex}"},
+                verify=pki.context(),
+                timeout=120,
+            )
             flood_answers.append(r.status_code)
         except httpx.HTTPError:
             flood_answers.append(0)
@@ -74,20 +84,22 @@ def test_concurrent_requests_with_one_token_make_one_review(secure_adapter, pki,
     answers: list[int] = []
 
     def same_token() -> None:
-        r = httpx.get(adapter.url + PATH, headers={"Authorization": "Bearer the-same-bad-token"},
-                      verify=pki.context(), timeout=60)
+        r = httpx.get(
+            adapter.url + PATH, headers={"Authorization": "Bearer the-same-bad-token"}, verify=pki.context(), timeout=60
+        )
         answers.append(r.status_code)
 
     clients = [threading.Thread(target=same_token) for _ in range(20)]
     for t in clients:
         t.start()
     _wait(lambda: "the-same-bad-token" in policy.token_reviews, "the first review")
-    time.sleep(1.0)   # let the other 19 requests reach the adapter while the review hangs
+    time.sleep(1.0)  # let the other 19 requests reach the adapter while the review hangs
     policy.token_gate.set()
     for t in clients:
         t.join(60)
     assert answers == [401] * 20
-    assert policy.token_reviews == ["the-same-bad-token"]   # one review for all, and the rejection is cached
-    r = httpx.get(adapter.url + PATH, headers={"Authorization": "Bearer the-same-bad-token"},
-                  verify=pki.context(), timeout=60)
+    assert policy.token_reviews == ["the-same-bad-token"]  # one review for all, and the rejection is cached
+    r = httpx.get(
+        adapter.url + PATH, headers={"Authorization": "Bearer the-same-bad-token"}, verify=pki.context(), timeout=60
+    )
     assert r.status_code == 401 and policy.token_reviews == ["the-same-bad-token"]

@@ -30,7 +30,7 @@ def _drip(sock: ssl.SSLSocket, stop: threading.Event, outcome: dict[int, bytes],
         while not stop.is_set():
             try:
                 data = sock.recv(4096)
-                outcome[i] = data   # the server answered (or closed: b"") while we were still dripping
+                outcome[i] = data  # the server answered (or closed: b"") while we were still dripping
                 return
             except TimeoutError:
                 sock.sendall(b"a")
@@ -41,8 +41,9 @@ def _drip(sock: ssl.SSLSocket, stop: threading.Event, outcome: dict[int, bytes],
 
 
 def test_dripping_connections_are_capped_and_timed_out(secure_adapter, pki) -> None:
-    adapter: SecureAdapter = secure_adapter("--no-kubernetes-auth", "--max-connections", str(CAP),
-                                            "--request-header-timeout", str(HEAD_TIMEOUT_S))
+    adapter: SecureAdapter = secure_adapter(
+        "--no-kubernetes-auth", "--max-connections", str(CAP), "--request-header-timeout", str(HEAD_TIMEOUT_S)
+    )
     stop = threading.Event()
     outcome: dict[int, bytes] = {}
     socks = [adapter.tls_socket() for _ in range(CAP)]
@@ -80,7 +81,7 @@ def test_idle_connection_without_a_request_is_closed(secure_adapter) -> None:
     sock = adapter.tls_socket()
     sock.settimeout(60)
     try:
-        answer = sock.recv(4096)   # we send nothing at all after the handshake
+        answer = sock.recv(4096)  # we send nothing at all after the handshake
     finally:
         sock.close()
     assert answer == b"" or answer.startswith(b"HTTP/1.1 408 "), answer[:100]
@@ -102,4 +103,4 @@ def test_a_connection_that_never_starts_tls_is_closed(secure_adapter) -> None:
     by default, uvicorn passes none) is bounded by --request-header-timeout too."""
     adapter: SecureAdapter = secure_adapter("--no-kubernetes-auth", "--request-header-timeout", str(HEAD_TIMEOUT_S))
     with socket.create_connection(("127.0.0.1", adapter.port), timeout=30) as raw:
-        assert raw.recv(4096) == b""   # closed by the server, well before this socket's own 30 s timeout
+        assert raw.recv(4096) == b""  # closed by the server, well before this socket's own 30 s timeout

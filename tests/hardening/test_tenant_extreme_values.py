@@ -36,8 +36,13 @@ class TimestampRewriter:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                resp = httpx.post(proxy.upstream + self.path, content=body, timeout=30, trust_env=False,
-                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+                resp = httpx.post(
+                    proxy.upstream + self.path,
+                    content=body,
+                    timeout=30,
+                    trust_env=False,
+                    headers={"Content-Type": "application/x-www-form-urlencoded"},
+                )
                 doc = resp.json()
                 for item in (doc.get("data") or {}).get("result") or []:
                     if isinstance(item, dict) and item.get("metric", {}).get("pod") == proxy.victim and "value" in item:
@@ -69,13 +74,35 @@ def load(backend: TestBackend, ns: str) -> None:
     ts = [now - 60 + 15 * i for i in range(5)]
     series = []
     for pod, waiting in ((GOOD, 3.0), (HUGE, 1e25), (BAD_TS, 4.0)):
-        series.append(Series({"__name__": "vllm:num_requests_waiting", "namespace": ns, "pod": pod},
-                             [(t, waiting) for t in ts]))
+        series.append(
+            Series({"__name__": "vllm:num_requests_waiting", "namespace": ns, "pod": pod}, [(t, waiting) for t in ts])
+        )
         # Every composite term needs its series (a missing GPU term would make the whole list a 503).
-        series.append(Series({"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": ns, "pod": pod, "gpu": "0",
-                              "UUID": f"GPU-{pod}", "Hostname": "node-1"}, [(t, 50.0) for t in ts]))
-        series.append(Series({"__name__": "kube_pod_labels", "namespace": ns, "pod": pod, "label_app": "llama",
-                              "job": "kube-state-metrics"}, [(t, 1.0) for t in ts]))
+        series.append(
+            Series(
+                {
+                    "__name__": "DCGM_FI_DEV_GPU_UTIL",
+                    "namespace": ns,
+                    "pod": pod,
+                    "gpu": "0",
+                    "UUID": f"GPU-{pod}",
+                    "Hostname": "node-1",
+                },
+                [(t, 50.0) for t in ts],
+            )
+        )
+        series.append(
+            Series(
+                {
+                    "__name__": "kube_pod_labels",
+                    "namespace": ns,
+                    "pod": pod,
+                    "label_app": "llama",
+                    "job": "kube-state-metrics",
+                },
+                [(t, 1.0) for t in ts],
+            )
+        )
     backend.load(series)
 
 
@@ -87,15 +114,20 @@ def rewriter(backend: TestBackend) -> Iterator[TimestampRewriter]:
 
 
 def items(adapter: str, ns: str, metric: str) -> dict[str, str]:
-    r = httpx.get(f"{adapter}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/{metric}",
-                  params={"labelSelector": "app=llama"}, timeout=30, trust_env=False)
+    r = httpx.get(
+        f"{adapter}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/{metric}",
+        params={"labelSelector": "app=llama"},
+        timeout=30,
+        trust_env=False,
+    )
     assert r.status_code == 200, r.text
     return {i["describedObject"]["name"]: i["value"] for i in r.json()["items"]}
 
 
 @pytest.mark.parametrize("bad_ts", ["NaN", "1e20", "-5"])
-def test_tenant_extreme_value_omits_only_that_pod(backend: TestBackend, unique_ns: str,
-                                                  rewriter: TimestampRewriter, bad_ts: str) -> None:
+def test_tenant_extreme_value_omits_only_that_pod(
+    backend: TestBackend, unique_ns: str, rewriter: TimestampRewriter, bad_ts: str
+) -> None:
     load(backend, unique_ns)
     rewriter.ts = bad_ts
     settings = Settings(prometheus_url=rewriter.url, backend=backend.kind, pod_source="prometheus")  # type: ignore[arg-type]
@@ -106,8 +138,11 @@ def test_tenant_extreme_value_omits_only_that_pod(backend: TestBackend, unique_n
         assert set(composite) == {GOOD}
         metrics = httpx.get(f"{adapter}/metrics", timeout=30).text
         for reason in ("extreme_value", "bad_timestamp"):
-            found = re.search(rf'llm_hpa_adapter_series_rejected_total\{{metric="inference_queue_depth",'
-                              rf'reason="{reason}"\}} (\S+)', metrics)
+            found = re.search(
+                rf'llm_hpa_adapter_series_rejected_total\{{metric="inference_queue_depth",'
+                rf'reason="{reason}"\}} (\S+)',
+                metrics,
+            )
             assert found is not None and float(found.group(1)) >= 1, reason
 
 
@@ -119,12 +154,32 @@ def test_tenant_extreme_forecast_omits_only_that_deployment(prometheus: TestBack
     series = []
     for dep, rps in (("small", 4.0), ("huge", 1e19)):
         pod, rs = f"{dep}-5d8f7b9c6-{dep[:3]}01", f"{dep}-5d8f7b9c6"
-        series += [Series({"__name__": "vllm:request_success_total", "namespace": unique_ns, "pod": pod},
-                          [(t, rps * (t - hist[0])) for t in hist]),
-                   Series({"__name__": "kube_pod_owner", "namespace": unique_ns, "pod": pod, "owner_kind": "ReplicaSet",
-                           "owner_name": rs}, [(t, 1.0) for t in hist[-10:]]),
-                   Series({"__name__": "kube_replicaset_owner", "namespace": unique_ns, "replicaset": rs,
-                           "owner_kind": "Deployment", "owner_name": dep}, [(t, 1.0) for t in hist[-10:]])]
+        series += [
+            Series(
+                {"__name__": "vllm:request_success_total", "namespace": unique_ns, "pod": pod},
+                [(t, rps * (t - hist[0])) for t in hist],
+            ),
+            Series(
+                {
+                    "__name__": "kube_pod_owner",
+                    "namespace": unique_ns,
+                    "pod": pod,
+                    "owner_kind": "ReplicaSet",
+                    "owner_name": rs,
+                },
+                [(t, 1.0) for t in hist[-10:]],
+            ),
+            Series(
+                {
+                    "__name__": "kube_replicaset_owner",
+                    "namespace": unique_ns,
+                    "replicaset": rs,
+                    "owner_kind": "Deployment",
+                    "owner_name": dep,
+                },
+                [(t, 1.0) for t in hist[-10:]],
+            ),
+        ]
     prometheus.load(series)
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2)
     path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{unique_ns}/llm_load_forecast"
@@ -141,4 +196,4 @@ def test_tenant_extreme_forecast_omits_only_that_deployment(prometheus: TestBack
             time.sleep(0.3)
         assert set(got) == {"small"}
         huge = forecasts[WorkloadKey(unique_ns, ("huge",))]
-        assert huge is not None and huge.peak is not None and huge.peak > 1e18   # it was fitted, not lost
+        assert huge is not None and huge.peak is not None and huge.peak > 1e18  # it was fitted, not lost

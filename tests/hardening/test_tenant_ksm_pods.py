@@ -30,8 +30,9 @@ def load(backend: TestBackend, ns: str) -> None:
         return Series({"__name__": name, "namespace": ns, **labels}, [(t, value) for t in ts])
 
     ksm = {"job": "kube-state-metrics"}
-    series = [gauge("kube_replicaset_owner", {**ksm, "replicaset": RS, "owner_kind": "Deployment",
-                                              "owner_name": DEP}, 1.0)]
+    series = [
+        gauge("kube_replicaset_owner", {**ksm, "replicaset": RS, "owner_kind": "Deployment", "owner_name": DEP}, 1.0)
+    ]
     for pod, phase in PHASES.items():
         series.append(gauge("vllm:num_requests_waiting", {"pod": pod, "job": "vllm"}, WAITING[pod]))
         series.append(gauge("kube_pod_labels", {**ksm, "pod": pod, "label_app": "llama"}, 1.0))
@@ -47,10 +48,11 @@ def test_tenant_ksm_source_skips_terminating_and_finished_pods(backend: TestBack
     settings = Settings(prometheus_url=backend.url, backend=backend.kind, pod_source="prometheus")  # type: ignore[arg-type]
     base = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}"
     with running_adapter(settings) as adapter:
-        r = httpx.get(f"{adapter}{base}/pods/%2A/inference_queue_depth", params={"labelSelector": "app=llama"},
-                      timeout=30)
+        r = httpx.get(
+            f"{adapter}{base}/pods/%2A/inference_queue_depth", params={"labelSelector": "app=llama"}, timeout=30
+        )
         assert r.status_code == 200, r.text
         assert {i["describedObject"]["name"]: i["value"] for i in r.json()["items"]} == {RUNNING: "2", RESTARTED: "4"}
         r = httpx.get(f"{adapter}{base}/deployments.apps/{DEP}/inference_queue_depth", timeout=30)
         assert r.status_code == 200, r.text
-        assert r.json()["items"][0]["value"] == "6"   # 2 + 4, not 96 with the pods on their way out
+        assert r.json()["items"][0]["value"] == "6"  # 2 + 4, not 96 with the pods on their way out

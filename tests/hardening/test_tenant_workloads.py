@@ -41,15 +41,19 @@ def load(backend: TestBackend, ns: str) -> None:
     series = []
     for i, dep in enumerate(DEPLOYMENTS):
         pod, rs = pod_of(dep), f"{dep}-5d8f7b9c6"
-        series += [gauge("vllm:num_requests_waiting", {"pod": pod}, float(2 + 2 * i)),
-                   gauge("DCGM_FI_DEV_GPU_UTIL", {"pod": pod, "gpu": "0", "UUID": f"GPU-{pod}", "Hostname": "n1"},
-                         50.0),  # every composite term needs its series
-                   Series({"__name__": "vllm:request_success_total", "namespace": ns, "pod": pod},
-                          [(t, 10.0 * (t - ts[0])) for t in ts]),
-                   gauge("kube_pod_labels", {"pod": pod, "label_app": dep}, 1.0),
-                   gauge("kube_pod_owner", {"pod": pod, "owner_kind": "ReplicaSet", "owner_name": rs}, 1.0),
-                   gauge("kube_replicaset_owner", {"replicaset": rs, "owner_kind": "Deployment", "owner_name": dep},
-                         1.0)]
+        series += [
+            gauge("vllm:num_requests_waiting", {"pod": pod}, float(2 + 2 * i)),
+            gauge(
+                "DCGM_FI_DEV_GPU_UTIL", {"pod": pod, "gpu": "0", "UUID": f"GPU-{pod}", "Hostname": "n1"}, 50.0
+            ),  # every composite term needs its series
+            Series(
+                {"__name__": "vllm:request_success_total", "namespace": ns, "pod": pod},
+                [(t, 10.0 * (t - ts[0])) for t in ts],
+            ),
+            gauge("kube_pod_labels", {"pod": pod, "label_app": dep}, 1.0),
+            gauge("kube_pod_owner", {"pod": pod, "owner_kind": "ReplicaSet", "owner_name": rs}, 1.0),
+            gauge("kube_replicaset_owner", {"replicaset": rs, "owner_kind": "Deployment", "owner_name": dep}, 1.0),
+        ]
     backend.load(series)
 
 
@@ -63,9 +67,14 @@ def test_tenant_nonexistent_deployments_register_no_workload(prometheus: TestBac
     load(prometheus, unique_ns)
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2)
     base = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}"
-    paths = ["pods/{}-7c9d8f6b5-x1y2z/llm_composite_load_boosted", "deployments.apps/{}/llm_composite_load_boosted",
-             "deployments.apps/{}/llm_load_forecast", "deployments.apps/{}/llm_load_boost"]
+    paths = [
+        "pods/{}-7c9d8f6b5-x1y2z/llm_composite_load_boosted",
+        "deployments.apps/{}/llm_composite_load_boosted",
+        "deployments.apps/{}/llm_load_forecast",
+        "deployments.apps/{}/llm_load_boost",
+    ]
     with running_adapter(settings) as adapter, httpx.Client(timeout=30) as client:
+
         def ask(i: int) -> int:
             name = "ghost-" + uuid.uuid4().hex[:10]
             return client.get(adapter + base + "/" + paths[i % len(paths)].format(name)).status_code
@@ -75,7 +84,7 @@ def test_tenant_nonexistent_deployments_register_no_workload(prometheus: TestBac
         assert set(codes) == {404}
         forecasts = APPS[adapter].state.forecasts
         assert forecasts.workloads() == {}
-        time.sleep(0.5)   # a few refresh ticks: nothing to fit, so no range query
+        time.sleep(0.5)  # a few refresh ticks: nothing to fit, so no range query
         text = client.get(adapter + "/metrics").text
         assert metric_value(text, "forecast_workloads") == 0
         assert 'endpoint="query_range"' not in text and "llm_hpa_adapter_workload_boost{" not in text
@@ -100,10 +109,10 @@ def test_tenant_workload_cap(prometheus: TestBackend, unique_ns: str) -> None:
         forecasts = APPS[adapter].state.forecasts
         assert sorted(k.deployments[0] for k in forecasts.workloads()) == ["alpha", "bravo"]
         assert forecasts.refused == 2
-        for dep in ("charlie", "delta"):   # beyond the cap: served, unboosted
+        for dep in ("charlie", "delta"):  # beyond the cap: served, unboosted
             boosted = client.get(f"{adapter}{base}/deployments.apps/{dep}/llm_composite_load_boosted").json()
             plain = client.get(f"{adapter}{base}/deployments.apps/{dep}/llm_composite_load").json()
             assert boosted["items"][0]["value"] == plain["items"][0]["value"]
         text = client.get(adapter + "/metrics").text
         assert metric_value(text, "forecast_workloads") == 2
-        assert metric_value(text, "forecast_workloads_refused_total") == 4   # each of the two, asked twice
+        assert metric_value(text, "forecast_workloads_refused_total") == 4  # each of the two, asked twice

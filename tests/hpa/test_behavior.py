@@ -72,9 +72,7 @@ RATE_CASES = [
         0,
         "DesiredWithinRange",
     ),
-    RateCase(
-        "maxReplicas is the limit because maxReplicas < scaleUpLimit", 20, 1000, 1, 10, 10, "TooManyReplicas"
-    ),
+    RateCase("maxReplicas is the limit because maxReplicas < scaleUpLimit", 20, 1000, 1, 10, 10, "TooManyReplicas"),
     RateCase(
         "desired replica count is more than the maximum replica count",
         100,
@@ -146,9 +144,7 @@ RATE_CASES = [
         "DesiredWithinRange",
         up_rules=R(10000, 60, 0, 0, 0),
     ),
-    RateCase(
-        "scaleUp with pod policy limitation", 10, 50, 1, 1000, 40, "ScaleUpLimit", up_rules=R(30, 60, 0, 0, 0)
-    ),
+    RateCase("scaleUp with pod policy limitation", 10, 50, 1, 1000, 40, "ScaleUpLimit", up_rules=R(30, 60, 0, 0, 0)),
     RateCase(
         "scaleUp with percent policy limitation",
         10,
@@ -252,8 +248,7 @@ RATE_CASES = [
         up_events=E([1, 5, 9], 120),
     ),
     RateCase(
-        "scaleUp with currentReplicas limitation with rate.PeriodSeconds"
-        " with a lot of recent scale up events",
+        "scaleUp with currentReplicas limitation with rate.PeriodSeconds with a lot of recent scale up events",
         100,
         500,
         1,
@@ -602,9 +597,7 @@ def test_rate_limit_never_overshoots_or_reverses(
         desired_replicas=desired,
         min_replicas=lo,
         max_replicas=hi,
-        scale_up=ScalingRules(
-            0, "Max", (ScalingPolicy("Pods", up_pods, 60), ScalingPolicy("Percent", up_percent, 30))
-        ),
+        scale_up=ScalingRules(0, "Max", (ScalingPolicy("Pods", up_pods, 60), ScalingPolicy("Percent", up_percent, 30))),
         scale_down=ScalingRules(None, "Max", (ScalingPolicy("Percent", down_percent, 60),)),
         up_events=[ScaleEvent(c, NOW - 10 * i) for i, c in enumerate(up_changes)],
         down_events=[ScaleEvent(c, NOW - 10 * i) for i, c in enumerate(down_changes)],
@@ -872,15 +865,11 @@ def test_store_scale_events(
     events = [ScaleEvent(c, NOW - age) for c, age in previous]
     assert replicas_change_per_period(60, events, NOW) == change
     # Up: the rules are the scale-up rules; down: the same rules as scale-down rules.
-    up_behavior = (
-        None if rules is None else Behavior(generate_scale_up_rules(rules), generate_scale_down_rules(None))
-    )
+    up_behavior = None if rules is None else Behavior(generate_scale_up_rules(rules), generate_scale_down_rules(None))
     up_events, untouched = store_scale_event(up_behavior, events, [], 10, 15, NOW)
     assert [(e.replica_change, e.outdated) for e in up_events] == expected
     assert untouched == ()
-    down_behavior = (
-        None if rules is None else Behavior(generate_scale_up_rules(None), generate_scale_down_rules(rules))
-    )
+    down_behavior = None if rules is None else Behavior(generate_scale_up_rules(None), generate_scale_down_rules(rules))
     untouched, down_events = store_scale_event(down_behavior, [], events, 10, 5, NOW)
     assert [(e.replica_change, e.outdated) for e in down_events] == expected
     assert untouched == ()

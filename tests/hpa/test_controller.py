@@ -52,9 +52,7 @@ def qps_object(value_milli: int | None = None, average_milli: int | None = None)
 
 def qps_external(value_milli: int | None = None, average_milli: int | None = None) -> MetricSpec:
     kind: TargetType = "Value" if value_milli is not None else "AverageValue"
-    return MetricSpec(
-        "External", "qps", MetricTarget(kind, value_milli=value_milli, average_value_milli=average_milli)
-    )
+    return MetricSpec("External", "qps", MetricTarget(kind, value_milli=value_milli, average_value_milli=average_milli))
 
 
 def cpu_utilization(percent: int) -> MetricSpec:
@@ -122,9 +120,7 @@ STATUS_OK = [
 
 def test_scale_up_cm() -> None:
     """TestScaleUpCM: Pods qps [20, 10, 30] vs 15 -> 4, conditions statusOk."""
-    d = run(
-        HPASpec(6, (QPS_PODS,), 2), replicas=3, metrics=[per_pod([20000, 10000, 30000])], pods=fixture_pods(3)
-    )
+    d = run(HPASpec(6, (QPS_PODS,), 2), replicas=3, metrics=[per_pod([20000, 10000, 30000])], pods=fixture_pods(3))
     assert (d.desired_replicas, d.rescale) == (4, True)
     assert d.rescale_reason == "pods metric qps above target"
     assert reasons(d) == STATUS_OK
@@ -196,9 +192,7 @@ def test_controller_13_scale_down_to_zero_with_object_value() -> None:
         ("TestScaleDownPerPodCMExternal", qps_external(average_milli=3000), 5, [8600], 3),
     ],
 )
-def test_external_metric_rows(
-    name: str, metric: MetricSpec, replicas: int, reading: list[int], expected: int
-) -> None:
+def test_external_metric_rows(name: str, metric: MetricSpec, replicas: int, reading: list[int], expected: int) -> None:
     """horizontal_test.go external-metric rows (scale-downs run with ``recommendations: []``)."""
     d = run(
         HPASpec(6, (metric,), 0 if expected == 0 else 2),
@@ -213,9 +207,7 @@ def test_external_metric_rows(
 def test_scale_down_cm_object_rows() -> None:
     """TestScaleDownCM (12 vs 20 -> 3), TestScaleDownCMObject (12 vs 20 -> 3),
     TestScaleDownPerPodCMObject (60 vs 20/pod -> 3); all with ``recommendations: []``."""
-    pods_spec = HPASpec(
-        6, (MetricSpec("Pods", "qps", MetricTarget("AverageValue", average_value_milli=20000)),), 2
-    )
+    pods_spec = HPASpec(6, (MetricSpec("Pods", "qps", MetricTarget("AverageValue", average_value_milli=20000)),), 2)
     assert (
         run(
             pods_spec, replicas=5, metrics=[per_pod([12000] * 5)], pods=fixture_pods(5), recommendations=[]
@@ -284,15 +276,11 @@ def test_stabilize_downscale() -> None:
 def test_scale_down_with_scaling_rules() -> None:
     """TestScaleDownWithScalingRules: a behavior with only scale-up rules; the defaulted scale-down
     (window = controller's 300 s, empty history) allows 5 -> 3."""
-    spec = HPASpec(
-        6, (cpu_utilization(50),), 2, Behavior.from_partial(generate_scaling_rules(0, 0, 100, 15, 30))
-    )
+    spec = HPASpec(6, (cpu_utilization(50),), 2, Behavior.from_partial(generate_scaling_rules(0, 0, 100, 15, 30)))
     d = run(spec, replicas=5, metrics=[per_pod(CPU_LEVELS_DOWN)], pods=fixture_pods(5), recommendations=[])
     assert d.desired_replicas == 3
     model = HPAModel(spec, UPSTREAM_TEST_CONFIG, recommendations=[])
-    model.reconcile(
-        NOW, spec_replicas=5, status_replicas=5, metrics=[per_pod(CPU_LEVELS_DOWN)], pods=fixture_pods(5)
-    )
+    model.reconcile(NOW, spec_replicas=5, status_replicas=5, metrics=[per_pod(CPU_LEVELS_DOWN)], pods=fixture_pods(5))
     assert [(e.replica_change, e.timestamp) for e in model.scale_down_events] == [(2, NOW)]
 
 
@@ -304,9 +292,7 @@ def test_scale_down_with_scaling_rules() -> None:
             "TestScaleUpHotCpuLessScale",
             3,
             [300, 500, 700],
-            fixture_pods(
-                3, start=[hot_cpu_creation_time(), cool_cpu_creation_time(), cool_cpu_creation_time()]
-            ),
+            fixture_pods(3, start=[hot_cpu_creation_time(), cool_cpu_creation_time(), cool_cpu_creation_time()]),
             4,
         ),
         ("TestScaleUpUnreadyNoScale", 3, [400, 500, 700], fixture_pods(3, ready=[True, False, False]), 3),
@@ -314,9 +300,7 @@ def test_scale_down_with_scaling_rules() -> None:
             "TestScaleUpIgnoresFailedPods",
             2,
             [500, 700],
-            fixture_pods(
-                4, ready=[True, True, False, False], phase=["Running", "Running", "Failed", "Failed"]
-            ),
+            fixture_pods(4, ready=[True, True, False, False], phase=["Running", "Running", "Failed", "Failed"]),
             4,
         ),
         (
@@ -328,9 +312,7 @@ def test_scale_down_with_scaling_rules() -> None:
         ),
     ],
 )
-def test_cpu_scale_up_rows(
-    name: str, replicas: int, levels: list[int], pods: list[PodInfo], expected: int
-) -> None:
+def test_cpu_scale_up_rows(name: str, replicas: int, levels: list[int], pods: list[PodInfo], expected: int) -> None:
     """horizontal_test.go cpu rows with a 30 % target (min 2, max 6)."""
     d = run(HPASpec(6, (cpu_utilization(30),), 2), replicas=replicas, metrics=[per_pod(levels)], pods=pods)
     assert d.desired_replicas == expected
@@ -374,9 +356,7 @@ def test_scale_up_one_metric_invalid() -> None:
         pods=fixture_pods(3),
     )
     assert (d.desired_replicas, d.rescale) == (4, True)
-    assert d.error is not None and d.error.startswith(
-        "invalid metrics (1 invalid out of 2), first error is: "
-    )
+    assert d.error is not None and d.error.startswith("invalid metrics (1 invalid out of 2), first error is: ")
     assert d.condition("ScalingActive") is not None
     assert reasons(d)[1] == ("ScalingActive", "True", "ValidMetricFound")
 
@@ -398,9 +378,7 @@ def test_scale_up_from_zero_one_metric_invalid() -> None:
 def test_scale_up_both_metrics_empty() -> None:
     """TestScaleUpBothMetricsEmpty: every metric invalid -> no change, ScalingActive False, and only
     the AbleToScale/ScalingActive conditions are set."""
-    d = run(
-        HPASpec(6, (QPS_PODS,), 2), replicas=3, metrics=[MetricReading.failed("down")], pods=fixture_pods(3)
-    )
+    d = run(HPASpec(6, (QPS_PODS,), 2), replicas=3, metrics=[MetricReading.failed("down")], pods=fixture_pods(3))
     assert (d.desired_replicas, d.rescale, d.reason) == (3, False, "FailedGetPodsMetric")
     assert reasons(d) == [
         ("AbleToScale", "True", "SucceededGetScale"),
@@ -418,9 +396,7 @@ def test_no_scale_down_when_one_metric_is_invalid(other: MetricReading) -> None:
     """TestNoScaleDownOneMetricInvalid / TestNoScaleDownOneMetricEmpty: cpu says 3 but another metric
     failed (or returned nothing) -> keep 5, report the first invalid metric."""
     spec = HPASpec(6, (cpu_utilization(50), qps_external(value_milli=1000)), 2)
-    d = run(
-        spec, replicas=5, metrics=[per_pod(CPU_LEVELS_DOWN), other], pods=fixture_pods(5), recommendations=[]
-    )
+    d = run(spec, replicas=5, metrics=[per_pod(CPU_LEVELS_DOWN), other], pods=fixture_pods(5), recommendations=[])
     assert (d.desired_replicas, d.rescale, d.reason) == (5, False, "FailedGetExternalMetric")
     assert d.proposals[0].replicas == 3
     assert reasons(d)[1] == ("ScalingActive", "False", "FailedGetExternalMetric")
@@ -434,15 +410,11 @@ def test_no_scale_down_when_one_metric_is_invalid(other: MetricReading) -> None:
 def test_scale_up_and_down_rc_immediately() -> None:
     """TestScaleUpRCImmediately (1 < min 2 -> 2) and TestScaleDownRCImmediately (6 > max 5 -> 5):
     no metrics are consulted and only AbleToScale SucceededRescale is set."""
-    up = run(
-        HPASpec(6, (cpu_utilization(30),), 2), replicas=1, metrics=[MetricReading.failed("unused")], pods=[]
-    )
+    up = run(HPASpec(6, (cpu_utilization(30),), 2), replicas=1, metrics=[MetricReading.failed("unused")], pods=[])
     assert (up.desired_replicas, up.rescale, up.reason) == (2, True, "TooFewReplicas")
     assert up.rescale_reason == "Current number of replicas below Spec.MinReplicas"
     assert reasons(up) == [("AbleToScale", "True", "SucceededRescale")]
-    down = run(
-        HPASpec(5, (cpu_utilization(50),), 2), replicas=6, metrics=[MetricReading.failed("unused")], pods=[]
-    )
+    down = run(HPASpec(5, (cpu_utilization(50),), 2), replicas=6, metrics=[MetricReading.failed("unused")], pods=[])
     assert (down.desired_replicas, down.rescale, down.reason) == (5, True, "TooManyReplicas")
 
 
@@ -474,9 +446,7 @@ def test_legacy_scale_up_limit_in_production_config() -> None:
     d = model.reconcile(NOW, spec_replicas=3, status_replicas=3, metrics=[per_pod([150000] * 3)], pods=pods)
     assert (d.metric_replicas, d.desired_replicas, d.reason) == (30, 6, "ScaleUpLimit")
     pods = fixture_pods(6)
-    d = model.reconcile(
-        NOW + 15, spec_replicas=6, status_replicas=6, metrics=[per_pod([75000] * 6)], pods=pods
-    )
+    d = model.reconcile(NOW + 15, spec_replicas=6, status_replicas=6, metrics=[per_pod([75000] * 6)], pods=pods)
     assert (d.desired_replicas, d.reason) == (12, "ScaleUpLimit")
     # No behavior -> no scale events are kept.
     assert model.scale_up_events == () and model.last_scale_time == NOW + 15
@@ -544,9 +514,7 @@ def test_design_hpa_rate_limits_hold(tmp_path: Path) -> None:
     size_after = {d.now: d.desired_replicas for d in decisions}
     for d in decisions:
         # +2 pods per 30 s: the ups inside (t - 30, t] add up to at most 2.
-        ups = sum(
-            max(0, e.desired_replicas - e.current_replicas) for e in decisions if d.now - 30 < e.now <= d.now
-        )
+        ups = sum(max(0, e.desired_replicas - e.current_replicas) for e in decisions if d.now - 30 < e.now <= d.now)
         assert ups <= 2
         # -20 % per 60 s: the size may not fall below int(0.8 * size at the period start).
         start = size_after.get(d.now - 60)

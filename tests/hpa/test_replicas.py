@@ -95,9 +95,7 @@ def test_replica_calc_scale_up_cm() -> None:
 def test_replica_calc_scale_up_cm_unready_hot_cpu_no_less_scale() -> None:
     """TestReplicaCalcScaleUpCMUnreadyHotCpuNoLessScale: readiness/start time do not matter for
     custom metrics -> average 30000 -> 6."""
-    pods = make_pods(
-        3, ready=[True, True, False], start=[cool_cpu_creation_time()] * 2 + [hot_cpu_creation_time()]
-    )
+    pods = make_pods(3, ready=[True, True, False], start=[cool_cpu_creation_time()] * 2 + [hot_cpu_creation_time()])
     result = pods_metric_replicas(3, 15000, levels([50000, 10000, 30000]), pods)
     assert (result.replicas, result.usage) == (6, 30000)
 
@@ -520,9 +518,7 @@ def test_replica_calc_empty_metrics_and_missing_request() -> None:
 
 
 def _timing(metric_timestamp: float, window: float) -> CpuReadiness:
-    return CpuReadiness(
-        NOW, metric_timestamp, window, TEST_CPU_INITIALIZATION_PERIOD, TEST_DELAY_OF_INITIAL_READINESS
-    )
+    return CpuReadiness(NOW, metric_timestamp, window, TEST_CPU_INITIALIZATION_PERIOD, TEST_DELAY_OF_INITIAL_READINESS)
 
 
 @pytest.mark.parametrize(
@@ -573,9 +569,7 @@ def _timing(metric_timestamp: float, window: float) -> CpuReadiness:
         ),
     ],
 )
-def test_group_pods_cpu(
-    name: str, pod: PodInfo, timing: CpuReadiness, ready_count: int, unready: set[str]
-) -> None:
+def test_group_pods_cpu(name: str, pod: PodInfo, timing: CpuReadiness, ready_count: int, unready: set[str]) -> None:
     """replica_calculator_test.go TestGroupPods, the cpu rows (expectations as upstream)."""
     groups = group_pods([pod], {pod.name: 1}, "cpu", timing)
     assert groups.ready_count == ready_count

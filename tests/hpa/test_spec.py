@@ -47,9 +47,7 @@ def test_design_manifest_from_a_yaml_file(tmp_path: Path) -> None:
     assert (hpa.name, hpa.namespace, hpa.min_replicas, hpa.max_replicas) == ("vllm", "llm", 1, 40)
     assert hpa.scale_target == ObjectReference("Deployment", "vllm", "apps/v1")
     assert hpa.metrics == (
-        MetricSpec(
-            "Pods", "llm_composite_load_boosted", MetricTarget("AverageValue", average_value_milli=1000)
-        ),
+        MetricSpec("Pods", "llm_composite_load_boosted", MetricTarget("AverageValue", average_value_milli=1000)),
     )
     assert hpa.behavior == Behavior(
         scale_up=ScalingRules(60, "Max", (ScalingPolicy("Pods", 2, 30),)),
@@ -65,9 +63,7 @@ def test_no_behavior_means_legacy_path_and_defaults_min_and_metrics() -> None:
     hpa = load_hpa(_hpa({"maxReplicas": 5}))
     assert hpa.behavior is None
     assert hpa.min_replicas == 1
-    assert hpa.metrics == (
-        MetricSpec("Resource", "cpu", MetricTarget("Utilization", average_utilization=80)),
-    )
+    assert hpa.metrics == (MetricSpec("Resource", "cpu", MetricTarget("Utilization", average_utilization=80)),)
 
 
 def test_behavior_defaults_are_applied_field_by_field() -> None:
@@ -81,9 +77,7 @@ def test_behavior_defaults_are_applied_field_by_field() -> None:
     )
     assert hpa.behavior.scale_down == ScalingRules(None, "Min", DEFAULT_SCALE_DOWN_RULES.policies)
 
-    only_window = load_hpa(
-        _hpa({"maxReplicas": 5, "behavior": {"scaleUp": {"stabilizationWindowSeconds": 30}}})
-    )
+    only_window = load_hpa(_hpa({"maxReplicas": 5, "behavior": {"scaleUp": {"stabilizationWindowSeconds": 30}}}))
     assert only_window.behavior is not None
     assert only_window.behavior.scale_up == ScalingRules(30, "Max", DEFAULT_SCALE_UP_RULES.policies)
     assert only_window.behavior.scale_down == ScalingRules(None, "Max", (ScalingPolicy("Percent", 100, 15),))
@@ -227,18 +221,14 @@ def test_tolerance_is_parsed_as_a_quantity() -> None:
             _hpa(
                 {
                     "maxReplicas": 2,
-                    "behavior": {
-                        "scaleUp": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 1801}]}
-                    },
+                    "behavior": {"scaleUp": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 1801}]}},
                 }
             ),
             "1..1800",
         ),
     ],
 )
-def test_malformed_manifests_are_rejected_with_the_field_named(
-    manifest: dict[str, Any], message: str
-) -> None:
+def test_malformed_manifests_are_rejected_with_the_field_named(manifest: dict[str, Any], message: str) -> None:
     """load_hpa raises HPASpecError (a ConfigError) whose message names the offending field."""
     with pytest.raises(HPASpecError, match=message):
         load_hpa(manifest)

@@ -37,9 +37,7 @@ class Fleet:
         self.backend, self.ns, self.pods, self.url = backend, ns, pods, url
 
     def served(self, metric: str) -> dict[str, str]:
-        r = get(
-            f"{self.url}{BASE}/namespaces/{self.ns}/pods/*/{metric}", params={"labelSelector": "app=llama"}
-        )
+        r = get(f"{self.url}{BASE}/namespaces/{self.ns}/pods/*/{metric}", params={"labelSelector": "app=llama"})
         assert r.status_code == 200, r.text
         return {i["describedObject"]["name"]: i["value"] for i in r.json()["items"]}
 
@@ -61,9 +59,7 @@ def fleet(prometheus: TestBackend, unique_ns: str) -> Iterator[Fleet]:
     now = float(int(time.time()) - 30)
     pods = [
         PodSpec("llama-7f9b8c6d4-aaaa1", gpus=4, layout="honor", labels={"app": "llama"}, deployment="llama"),
-        PodSpec(
-            "llama-7f9b8c6d4-aaaa2", gpus=2, layout="exported", labels={"app": "llama"}, deployment="llama"
-        ),
+        PodSpec("llama-7f9b8c6d4-aaaa2", gpus=2, layout="exported", labels={"app": "llama"}, deployment="llama"),
         PodSpec(
             "llama-7f9b8c6d4-aaaa3",
             gpus=2,
@@ -88,10 +84,7 @@ def fleet(prometheus: TestBackend, unique_ns: str) -> Iterator[Fleet]:
         # Register the workload and wait for its (degraded) forecast, so the boost the API applies is settled.
         f.served(BOOSTED)
         deadline = time.monotonic() + 30
-        while (
-            get(f"{url}{BASE}/namespaces/{unique_ns}/deployments.apps/llama/llm_load_boost").status_code
-            != 200
-        ):
+        while get(f"{url}{BASE}/namespaces/{unique_ns}/deployments.apps/llama/llm_load_boost").status_code != 200:
             assert time.monotonic() < deadline, "no forecast state"
             time.sleep(0.1)
         yield f
@@ -124,9 +117,7 @@ def check_matches_api(doc: dict[str, Any], fleet: Fleet, metric: str) -> None:
                 assert math.isclose(term["value"], want, rel_tol=1e-9, abs_tol=1e-12)
         # The contributions add up to the composite.
         if want_value is not None:
-            assert math.isclose(
-                sum(t["contribution"] or 0.0 for t in terms.values()), pod["value"], rel_tol=1e-12
-            )
+            assert math.isclose(sum(t["contribution"] or 0.0 for t in terms.values()), pod["value"], rel_tol=1e-12)
         gpu = terms["gpu_utilization_p90"]
         assert sorted(s["value"] for s in gpu["gpu_samples"]) == sorted(spec.gpu_util)
         if spec.with_gpu:

@@ -106,8 +106,7 @@ def test_pod_series_follow_reads_and_expire() -> None:
     )
     got = samples(obs, "llm_hpa_adapter_pod_composite")
     assert (
-        got[(("metric", "llm_composite_load"), ("namespace", "ns"), ("pod", "web-1-a"), ("workload", "web"))]
-        == 0.625
+        got[(("metric", "llm_composite_load"), ("namespace", "ns"), ("pod", "web-1-a"), ("workload", "web"))] == 0.625
     )
     assert len(got) == 2
     terms = samples(obs, "llm_hpa_adapter_pod_term_value")
@@ -177,9 +176,7 @@ def test_reachability_follows_the_latest_query() -> None:
     assert reachable() == 0.0
     last = samples(obs, "llm_hpa_adapter_upstream_last_success_timestamp_seconds")
     assert last == {(("backend", "prometheus"),): clock.t - 5}
-    outcomes = {
-        dict(k)["outcome"]: v for k, v in samples(obs, "llm_hpa_adapter_upstream_queries_total").items()
-    }
+    outcomes = {dict(k)["outcome"]: v for k, v in samples(obs, "llm_hpa_adapter_upstream_queries_total").items()}
     assert outcomes == {"ok": 1.0, "timeout": 1.0, "http_503": 1.0, "unreachable": 1.0}
 
 
@@ -215,9 +212,7 @@ def test_forecast_accuracy_and_workload_series() -> None:
         obs = Observability(clock=clock)
         obs.watch_forecasts(service)
         info = samples(obs, "llm_hpa_adapter_forecast_info")
-        assert info == {
-            (("model", ""), ("namespace", "ns"), ("reason", "pending"), ("workload", "llama")): 1.0
-        }
+        assert info == {(("model", ""), ("namespace", "ns"), ("reason", "pending"), ("workload", "llama")): 1.0}
 
         state = ForecastState(
             step_ts=9_900.0,
@@ -236,9 +231,7 @@ def test_forecast_accuracy_and_workload_series() -> None:
         # actual 12, 16, 13 against 11, 12, 13: WAPE 5 / 41; peak 13 < 16: under-forecast.
         assert math.isclose(samples(obs, "llm_hpa_adapter_forecast_error_ratio_sum")[wl], 5 / 41)
         assert samples(obs, "llm_hpa_adapter_forecast_under_forecasts_total") == {wl: 1.0}
-        assert samples(obs, "llm_hpa_adapter_forecast_fits_total") == {
-            (("model", "ses"), ("reason", "ok")): 1.0
-        }
+        assert samples(obs, "llm_hpa_adapter_forecast_fits_total") == {(("model", "ses"), ("reason", "ok")): 1.0}
         # Scored once only, however many pulls follow.
         obs.history_pulled(key, 9_700.0, 100.0, np.array([9.5, 10.0, 10.0, 12.0, 16.0, 13.0, 14.0]))
         assert samples(obs, "llm_hpa_adapter_forecast_error_ratio_count") == {wl: 1.0}

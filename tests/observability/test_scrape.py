@@ -85,9 +85,7 @@ def drive(good: str, broken: str, ns: str) -> None:
         ).status_code
         == 200
     )
-    r = get(
-        f"{broken}{BASE}/namespaces/{ns}/pods/*/llm_composite_load", params={"labelSelector": "app=llama"}
-    )
+    r = get(f"{broken}{BASE}/namespaces/{ns}/pods/*/llm_composite_load", params={"labelSelector": "app=llama"})
     assert r.status_code == 503, r.text
 
 
@@ -97,9 +95,7 @@ def scraped(prometheus: TestBackend) -> Iterator[Scraped]:
     now = float(int(time.time()) - 30)
     pods = [
         PodSpec("llama-7f9b8c6d4-aaaa1", gpus=4, layout="honor", labels={"app": "llama"}, deployment="llama"),
-        PodSpec(
-            "llama-7f9b8c6d4-aaaa2", gpus=2, layout="exported", labels={"app": "llama"}, deployment="llama"
-        ),
+        PodSpec("llama-7f9b8c6d4-aaaa2", gpus=2, layout="exported", labels={"app": "llama"}, deployment="llama"),
         PodSpec(
             "llama-7f9b8c6d4-aaaa3",
             gpus=1,
@@ -112,14 +108,10 @@ def scraped(prometheus: TestBackend) -> Iterator[Scraped]:
     prometheus.load(build(ns, pods, now))
     with ExitStack() as stack:
         good = stack.enter_context(
-            running_adapter(
-                Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2)
-            )
+            running_adapter(Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2))
         )
         broken = stack.enter_context(
-            running_adapter(
-                Settings(prometheus_url=f"http://127.0.0.1:{free_port()}", pod_source="prometheus")
-            )
+            running_adapter(Settings(prometheus_url=f"http://127.0.0.1:{free_port()}", pod_source="prometheus"))
         )
         job = {
             "job_name": "llm-hpa-adapter",
@@ -218,9 +210,7 @@ def test_dashboard_variables_find_the_fleet(scraped: Scraped) -> None:
         # Grafana runs label_values(<selector>, <label>) as /api/v1/label/<label>/values?match[]=<selector>
         m = re.fullmatch(r"label_values\((.+), (\w+)\)", variables[name]["query"]["query"])
         assert m is not None and m.group(2) == name
-        values = scraped.api(
-            f"/api/v1/label/{name}/values", **{"match[]": substitute(m.group(1), scraped.ns)}
-        )
+        values = scraped.api(f"/api/v1/label/{name}/values", **{"match[]": substitute(m.group(1), scraped.ns)})
         assert want in values
 
 
@@ -250,9 +240,7 @@ def test_computed_series_carry_the_fleets_values(scraped: Scraped) -> None:
 @pytest.mark.binary("promtool")  # Debian package prometheus
 def test_promtool_accepts_the_rules_file() -> None:
     promtool = require_binary("promtool")
-    out = subprocess.run(
-        [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, check=False
-    )
+    out = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS: 8 rules found" in out.stdout
 

@@ -12,12 +12,18 @@ from adapter.kubeconfig import api_client
 
 
 def _kubeconfig(path: Path, server: str, token: str) -> Path:
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "one",
-        "clusters": [{"name": "one", "cluster": {"server": server}}],
-        "users": [{"name": "one", "user": {"token": token}}],
-        "contexts": [{"name": "one", "context": {"cluster": "one", "user": "one"}}],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "one",
+                "clusters": [{"name": "one", "cluster": {"server": server}}],
+                "users": [{"name": "one", "user": {"token": token}}],
+                "contexts": [{"name": "one", "context": {"cluster": "one", "user": "one"}}],
+            }
+        )
+    )
     return path
 
 

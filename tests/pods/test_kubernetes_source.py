@@ -140,9 +140,7 @@ def test_unreachable_apiserver_stays_not_ready_and_counts_failures() -> None:
 # ------------------------------------------------------------------------------------------------ watching
 
 
-def test_watch_delivers_adds_updates_and_deletes(
-    fake: FakeKube, api_client: kubernetes.client.ApiClient
-) -> None:
+def test_watch_delivers_adds_updates_and_deletes(fake: FakeKube, api_client: kubernetes.client.ApiClient) -> None:
     fake.put_pod("llm", "a", {"app": "vllm"})
     sel = parse_selector("app=vllm")
 
@@ -197,9 +195,7 @@ def test_set_based_selectors(fake: FakeKube, api_client: kubernetes.client.ApiCl
     run(body())
 
 
-def test_terminating_and_finished_pods_are_left_out(
-    fake: FakeKube, api_client: kubernetes.client.ApiClient
-) -> None:
+def test_terminating_and_finished_pods_are_left_out(fake: FakeKube, api_client: kubernetes.client.ApiClient) -> None:
     labels = {"app": "vllm"}
     fake.put_pod("llm", "running", labels)
     fake.put_pod("llm", "pending", labels, phase="Pending")
@@ -303,9 +299,7 @@ def test_deployment_with_unusable_selector_selects_nothing(
     fake: FakeKube, api_client: kubernetes.client.ApiClient
 ) -> None:
     fake.put_pod("llm", "a", {"app": "vllm"})
-    fake.put_deployment(
-        "llm", "broken", {"app": "vllm"}, [{"key": "tier", "operator": "Near", "values": ["x"]}]
-    )
+    fake.put_deployment("llm", "broken", {"app": "vllm"}, [{"key": "tier", "operator": "Near", "values": ["x"]}])
 
     async def body() -> None:
         source = await started(make_source(api_client))
@@ -332,15 +326,11 @@ def test_selector_from_label_selector() -> None:
     assert not sel.matches({"app": "vllm", "tier": "b"})
     assert sel == parse_selector("app=vllm,tier in (a)")
     with pytest.raises(ValueError):
-        selector_from_label_selector(
-            {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]}
-        )
+        selector_from_label_selector({"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]})
     with pytest.raises(ValueError):
         selector_from_label_selector({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]})
     with pytest.raises(ValueError):
-        selector_from_label_selector(
-            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}
-        )
+        selector_from_label_selector({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]})
 
 
 # ------------------------------------------------------------------------------------------------ recovery
@@ -413,9 +403,7 @@ def test_clean_watch_end_resumes_from_last_resource_version(
         # timeoutSeconds of 1: the server ends each watch cleanly after a second.
         source = await started(make_source(api_client, watch_timeout_seconds=1))
         try:
-            assert await settle(
-                lambda: value_of(lambda: fake.count_requests("/api/v1/pods", watch=True) >= 3), True
-            )
+            assert await settle(lambda: value_of(lambda: fake.count_requests("/api/v1/pods", watch=True) >= 3), True)
             fake.put_pod("llm", "b", {"app": "vllm"})
             assert await settle(lambda: source.pods_for_selector("llm", EVERYTHING), ["a", "b"]) == ["a", "b"]
             assert fake.count_requests("/api/v1/pods", watch=False) == 1  # re-watched, never relisted

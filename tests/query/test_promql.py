@@ -16,6 +16,7 @@ from tests.support.promql import split_literals
 
 CATALOG = load_catalog(None)
 
+
 @given(st.text())
 def test_quote_round_trips_any_text(value: str) -> None:
     skeleton, literals = split_literals(quote(value))
@@ -61,8 +62,12 @@ def test_metric_selector_rejects_what_promql_cannot_express() -> None:
     with pytest.raises(BadRequest):
         render(CATALOG.metrics["inference_queue_depth"], CATALOG, Scope("ns", ("p",)), parse_selector("a>1"))
     with pytest.raises(BadRequest):
-        render(CATALOG.metrics["inference_queue_depth"], CATALOG, Scope("ns", ("p",)),
-               parse_selector("app.kubernetes.io/name=x"))
+        render(
+            CATALOG.metrics["inference_queue_depth"],
+            CATALOG,
+            Scope("ns", ("p",)),
+            parse_selector("app.kubernetes.io/name=x"),
+        )
 
 
 def test_every_layout_is_queried_in_one_expression() -> None:

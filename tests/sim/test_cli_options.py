@@ -45,8 +45,21 @@ def _simulate(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_physics_options_reach_the_run(tmp_path: Path) -> None:
-    done = _simulate(tmp_path, "--queueing", "fluid", "--metric-delay", "45s", "--arrival-cv2", "2",
-                     "--warm-gpus", "8", "--node-provision", "2m..4m", "--max-gpus", "64")
+    done = _simulate(
+        tmp_path,
+        "--queueing",
+        "fluid",
+        "--metric-delay",
+        "45s",
+        "--arrival-cv2",
+        "2",
+        "--warm-gpus",
+        "8",
+        "--node-provision",
+        "2m..4m",
+        "--max-gpus",
+        "64",
+    )
     assert done.returncode == 0, done.stderr
     inputs = json.loads((tmp_path / "o.json").read_text())["inputs"]
     assert inputs["queueing"] == "fluid" and inputs["metric_delay_s"] == 45.0 and inputs["arrival_cv2"] == 2.0

@@ -48,9 +48,10 @@ def test_scaled_catalog_keeps_simulated_time() -> None:
     assert catalog.forecast is not None
     assert catalog.forecast.step_s == pytest.approx(15.0)  # 5m / 20
     assert duration_seconds(str(catalog.forecast.load.window)) == pytest.approx(15.0)
-    assert catalog.store is not None   # the value store refreshes on the simulated clock too
-    assert (catalog.store.refresh_s, catalog.store.max_staleness_s, catalog.store.idle_s) == \
-        pytest.approx((0.75, 1.5, 180.0))   # 15s, 30s, 1h / 20
+    assert catalog.store is not None  # the value store refreshes on the simulated clock too
+    assert (catalog.store.refresh_s, catalog.store.max_staleness_s, catalog.store.idle_s) == pytest.approx(
+        (0.75, 1.5, 180.0)
+    )  # 15s, 30s, 1h / 20
     assert doc["metrics"]["inference_latency_p99_seconds"]["window"] == "2m"  # the input is not modified
     with pytest.raises(SimulationError, match="four scrapes"):
         scaled_catalog(doc, speed=200.0, scrape_interval_s=0.5)  # 2m / 200 = 0.6 s: under 4 scrapes
@@ -121,9 +122,7 @@ def test_replay_feeds_only_recorded_values() -> None:
     doubled = [
         replace(
             r,
-            readings=tuple(
-                MetricReading.pods({k: 2 * v for k, v in (m.pod_values or {}).items()}) for m in r.readings
-            ),
+            readings=tuple(MetricReading.pods({k: 2 * v for k, v in (m.pod_values or {}).items()}) for m in r.readings),
         )
         for r in records
     ]

@@ -110,8 +110,9 @@ def test_the_fluid_fleet_queues_below_capacity() -> None:
 
 def test_the_hpa_reads_values_as_old_as_the_metric_delay() -> None:
     fleet = FluidFleet(PHYSICS, replicas=2, start=0.0, end=600.0, slo_s=0.8)
-    observer = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0,
-                        deployment="llm", delay_s=30.0)
+    observer = Observer(
+        fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0, deployment="llm", delay_s=30.0
+    )
     seen = []
     for k in range(6):
         now = 15.0 * k
@@ -120,8 +121,9 @@ def test_the_hpa_reads_values_as_old_as_the_metric_delay() -> None:
         fleet.advance(now + 15.0, 40.0 + 20.0 * k)
     assert seen == [0.0, 0.0, 0.0, 15.0, 30.0, 45.0]  # the oldest there is, then 30 s old
     with pytest.raises(SimulationError, match="multiple of the sync period"):
-        Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0,
-                 deployment="llm", delay_s=20.0)
+        Observer(
+            fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0, deployment="llm", delay_s=20.0
+        )
 
 
 def test_a_late_metric_makes_the_hpa_react_later() -> None:
@@ -151,8 +153,7 @@ def test_pods_beyond_the_warm_gpus_wait_for_a_node() -> None:
     assert delays[3] == pytest.approx(100.0)
     assert delays[4:8] == pytest.approx([300.0] * 4)
     assert np.all(np.isinf(delays[8:]))
-    observer = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0,
-                        deployment="llm")
+    observer = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0, deployment="llm")
     phases = [p.phase for p in observer.pods(0.0)]
     assert phases.count("Pending") == 6 and phases.count("Running") == 4
     view = observer.view(0.0)
@@ -253,8 +254,7 @@ def test_the_view_exposes_the_engines_batch_signals() -> None:
     for share in (0.3, 0.6, 0.9):
         fleet = FluidFleet(PHYSICS, replicas=2, start=0.0, end=120.0, slo_s=0.8)
         fleet.advance(60.0, 2 * share * PHYSICS.capacity_rps)
-        observer = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0,
-                            deployment="llm")
+        observer = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0, deployment="llm")
         view = observer.view(60.0)
         assert view.running is not None and view.kv_cache_usage is not None
         assert view.running == pytest.approx(fleet.running)
@@ -296,7 +296,10 @@ def _run(name: str, minutes: int, gpu_hours: float, x_oracle: float | None, tota
 
     z = np.zeros(1)
     summary: dict[str, float | int | str | None] = {
-        "slo_violation_minutes": minutes, "minutes": total, "gpu_hours": gpu_hours, "x_oracle": x_oracle,
+        "slo_violation_minutes": minutes,
+        "minutes": total,
+        "gpu_hours": gpu_hours,
+        "x_oracle": x_oracle,
     }
     return PolicyRun(name, name, summary, None, z, z, z.astype(np.int64), z.astype(np.int64),
                      z.astype(np.int64), z, z, z, z, z, z.astype(bool), z, z)  # fmt: skip

@@ -132,9 +132,7 @@ def test_fluid_fleet_tracks_the_step_by_step_fleet() -> None:
 
 
 def test_requests_are_conserved() -> None:
-    fleet = FluidFleet(
-        replace(PHYSICS, load_delay_s=(90.0, 180.0)), replicas=3, start=0.0, end=3600.0, slo_s=0.8
-    )
+    fleet = FluidFleet(replace(PHYSICS, load_delay_s=(90.0, 180.0)), replicas=3, start=0.0, end=3600.0, slo_s=0.8)
     rates = [60.0, 200.0, 90.0, 400.0, 30.0, 150.0]
     for k, rate in enumerate(rates):
         t = 600.0 * k
@@ -142,9 +140,7 @@ def test_requests_are_conserved() -> None:
         fleet.advance(t + 600.0, rate)
     led = fleet.ledger
     in_system = float(fleet.waiting.sum() + fleet.running.sum())
-    assert led.arrivals.sum() == pytest.approx(
-        led.completions.sum() + led.dropped.sum() + in_system, rel=1e-9
-    )
+    assert led.arrivals.sum() == pytest.approx(led.completions.sum() + led.dropped.sum() + in_system, rel=1e-9)
 
 
 def test_scale_down_removes_loading_pods_first_then_the_newest() -> None:
@@ -232,8 +228,9 @@ def test_pod_values_fuse_like_the_server() -> None:
     # Each term max(v - idle, 0) / (target - idle) with the catalog's targets, weights as written; the loading
     # pod has no queue series (no vLLM /metrics yet), so it gets no composite (never a re-weighted GPU term).
     gpu, queue, lat = CATALOG.composites["llm_composite_load"].terms
-    want = (0.4 * 100.0 / gpu.target + 0.3 * 4.0 / queue.target
-            + 0.3 * max(0.4 - lat.idle, 0.0) / (lat.target - lat.idle))
+    want = (
+        0.4 * 100.0 / gpu.target + 0.3 * 4.0 / queue.target + 0.3 * max(0.4 - lat.idle, 0.0) / (lat.target - lat.idle)
+    )
     assert composite["ready"] == pytest.approx(want)
     assert "loading" not in composite
     boosted = pod_values("llm_composite_load_boosted", view, CATALOG, boost=1.5)
@@ -282,8 +279,7 @@ def test_cpu_only_scales_down_while_gpu_inference_saturates() -> None:
     trace = step_trace([400.0] * 12)
     config = SimulationConfig(fleet=PHYSICS, duration_s=2 * 3600.0)
     runs = {
-        p.name: run_policy(p, trace, config, CATALOG)
-        for p in build_policies(["cpu", "gpu"], example_hpa(), CATALOG)
+        p.name: run_policy(p, trace, config, CATALOG) for p in build_policies(["cpu", "gpu"], example_hpa(), CATALOG)
     }
     cpu, gpu = runs["cpu"], runs["gpu"]
     assert cpu.sync_desired[-1] == 1

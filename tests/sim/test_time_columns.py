@@ -37,8 +37,17 @@ def test_a_minute_index_is_refused_without_its_unit(tmp_path: Path) -> None:
     src = _minute_csv(tmp_path / "m.csv")
     with pytest.raises(CliError, match="--time-unit"):
         load_csv(src, value_col="requests", time_col="minute_index", count=True)
-    done = _simulate("--trace", str(src), "--time-col", "minute_index", "--value-col", "requests", "--count",
-                     "--json", str(tmp_path / "o.json"))
+    done = _simulate(
+        "--trace",
+        str(src),
+        "--time-col",
+        "minute_index",
+        "--value-col",
+        "requests",
+        "--count",
+        "--json",
+        str(tmp_path / "o.json"),
+    )
     assert done.returncode == 2 and "--time-unit" in done.stderr and done.stderr.count("\n") == 1
     assert not (tmp_path / "o.json").exists()
 
@@ -55,8 +64,18 @@ def test_an_index_counting_one_by_one_is_refused_whatever_its_name(tmp_path: Pat
 def test_a_minute_index_with_its_unit_simulates_every_minute(tmp_path: Path, unit_args: list[str]) -> None:
     src = _minute_csv(tmp_path / "m.csv")
     out = tmp_path / "o.json"
-    done = _simulate("--trace", str(src), "--time-col", "minute_index", *unit_args, "--value-col", "requests",
-                     "--count", "--json", str(out))
+    done = _simulate(
+        "--trace",
+        str(src),
+        "--time-col",
+        "minute_index",
+        *unit_args,
+        "--value-col",
+        "requests",
+        "--count",
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["inputs"]["duration_s"] == 59 * 60  # the whole 59-minute trace, not 59 s
@@ -70,8 +89,9 @@ def test_rows_without_a_time_column_need_their_spacing(tmp_path: Path) -> None:
     out = tmp_path / "o.json"
     done = _simulate("--trace", str(src), "--value-col", "requests", "--count", "--json", str(out))
     assert done.returncode == 2 and "--index-step" in done.stderr  # an option simulate now has
-    done = _simulate("--trace", str(src), "--value-col", "requests", "--count", "--index-step", "1m",
-                     "--json", str(out))
+    done = _simulate(
+        "--trace", str(src), "--value-col", "requests", "--count", "--index-step", "1m", "--json", str(out)
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["inputs"]["duration_s"] == 59 * 60
 

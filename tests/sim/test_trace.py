@@ -53,11 +53,7 @@ def test_suspect_windows_are_the_partial_ones_below_a_fifth_of_the_median() -> N
     assert np.flatnonzero(trace.suspect).tolist() == expected
     assert 1386 in expected  # 0.94 req/s next to a gap on day 9
     assert trace.peak == pytest.approx(
-        max(
-            float(rows[i]["rate_rps"])
-            for i in range(len(rows))
-            if rows[i]["gap"] == "0" and i not in expected
-        )
+        max(float(rows[i]["rate_rps"]) for i in range(len(rows)) if rows[i]["gap"] == "0" and i not in expected)
     )
     assert load_trace(CSV_10MIN, suspect_fraction=0.0).suspect.sum() == 0
 

@@ -20,12 +20,14 @@ APPS: dict[str, Any] = {}
 
 
 @contextmanager
-def running_adapter(settings: Settings, *, clock: Callable[[], float] = time.time,
-                    security: Security | None = None, **app_kwargs: Any) -> Iterator[str]:
+def running_adapter(
+    settings: Settings, *, clock: Callable[[], float] = time.time, security: Security | None = None, **app_kwargs: Any
+) -> Iterator[str]:
     """Yield the base URL of a running adapter (https with ``security``); shut it down on exit."""
     port = free_port()
-    server = make_server(settings, host="127.0.0.1", port=port, security=security, clock=clock,
-                         log_level="warning", **app_kwargs)
+    server = make_server(
+        settings, host="127.0.0.1", port=port, security=security, clock=clock, log_level="warning", **app_kwargs
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"{'https' if security else 'http'}://127.0.0.1:{port}"

@@ -10,11 +10,23 @@ TS = 1_700_000_000.75  # 2023-11-14T22:13:20Z once truncated to the second, as m
 METRICS = ("gpu_utilization_p90", "inference_queue_depth", "inference_latency_p99_seconds", "llm_composite_load")
 WINDOWS = {"inference_latency_p99_seconds": 120}
 PODS = (
-    DoublePod(NS, "llama-0", {"app": "llama", "tier": "serve"},
-              {"gpu_utilization_p90": 0.5005, "inference_queue_depth": 3.0, "inference_latency_p99_seconds": 0.25,
-               "llm_composite_load": 1.2345}),
-    DoublePod(NS, "llama-1", {"app": "llama", "tier": "canary"},
-              {"gpu_utilization_p90": 38.8, "inference_queue_depth": 0.0, "llm_composite_load": 0.0004}),
+    DoublePod(
+        NS,
+        "llama-0",
+        {"app": "llama", "tier": "serve"},
+        {
+            "gpu_utilization_p90": 0.5005,
+            "inference_queue_depth": 3.0,
+            "inference_latency_p99_seconds": 0.25,
+            "llm_composite_load": 1.2345,
+        },
+    ),
+    DoublePod(
+        NS,
+        "llama-1",
+        {"app": "llama", "tier": "canary"},
+        {"gpu_utilization_p90": 38.8, "inference_queue_depth": 0.0, "llm_composite_load": 0.0004},
+    ),
     DoublePod(NS, "other-0", {"app": "other"}, {"gpu_utilization_p90": 12.0}),
     DoublePod("elsewhere", "llama-0", {"app": "llama"}, {"gpu_utilization_p90": 99.0}),
 )

@@ -45,9 +45,7 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
-def _batches(
-    series: Iterable[Series], size: int
-) -> Iterator[list[tuple[Mapping[str, str], list[tuple[int, float]]]]]:
+def _batches(series: Iterable[Series], size: int) -> Iterator[list[tuple[Mapping[str, str], list[tuple[int, float]]]]]:
     """Split into requests of at most ``size`` samples; a long series is cut across requests."""
     batch: list[tuple[Mapping[str, str], list[tuple[int, float]]]] = []
     room = size
@@ -133,8 +131,7 @@ class TestBackend:
             for labels, samples in batch:
                 if samples and max(t for t, _ in samples) > limit_ms:
                     raise LoadError(
-                        "victoriametrics would silently drop samples more than 2 days in the future: "
-                        f"{dict(labels)}"
+                        f"victoriametrics would silently drop samples more than 2 days in the future: {dict(labels)}"
                     )
             lines = [
                 '{"metric":'
@@ -167,9 +164,7 @@ class TestBackend:
         response = self._client.get(self.url + path, params=query)
         body = response.json()
         if response.status_code != 200 or body.get("status") != "success":
-            raise LoadError(
-                f"{self.kind} GET {path} failed: HTTP {response.status_code}: {response.text[:2000]}"
-            )
+            raise LoadError(f"{self.kind} GET {path} failed: HTTP {response.status_code}: {response.text[:2000]}")
         return body["data"]
 
     def query(self, expr: str, at: float) -> list[dict[str, Any]]:

@@ -193,9 +193,7 @@ class FakeKube:
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [
-                {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
-            ],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
             "current-context": "fake",
         }
         # JSON is valid YAML, and kubeconfig loaders read YAML.

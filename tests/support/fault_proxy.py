@@ -51,8 +51,12 @@ class FaultProxy:
             return 500, b'{"status":"error","errorType":"internal","error":"injected failure"}'
         if self.mode == "http503":
             return 503, b"service unavailable"
-        resp = httpx.post(self.upstream + path, content=body,
-                          headers={"Content-Type": "application/x-www-form-urlencoded"}, timeout=30)
+        resp = httpx.post(
+            self.upstream + path,
+            content=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            timeout=30,
+        )
         if self.mode == "garbage":
             return 200, b"<html><body>proxy error page</body></html>"
         if self.mode == "truncated":

@@ -20,8 +20,30 @@ from adapter.settings import load_catalog
 from tests.support.backends import Series
 
 # vLLM V1 e2e_request_latency_seconds bucket bounds (tests/data/samples/vllm.prom).
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-               120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0, math.inf)
+E2E_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+    math.inf,
+)
 STEP_S = 15.0
 HISTORY_S = 600.0
 EXPORTER_NS = "gpu-operator"
@@ -31,7 +53,7 @@ EXPORTER_NS = "gpu-operator"
 class PodSpec:
     name: str
     gpus: int
-    layout: str                        # "honor" (pod/namespace), "exported" (exported_*), "old" (pod_name/...)
+    layout: str  # "honor" (pod/namespace), "exported" (exported_*), "old" (pod_name/...)
     labels: dict[str, str] = field(default_factory=dict)
     hostname_label: str = "Hostname"
     engines: int = 1
@@ -42,7 +64,7 @@ class PodSpec:
     power: list[float] = field(default_factory=list)
     xid: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
-    bucket_slopes: list[float] = field(default_factory=list)   # per-second increase of each cumulative bucket
+    bucket_slopes: list[float] = field(default_factory=list)  # per-second increase of each cumulative bucket
     with_latency: bool = True
     with_gpu: bool = True
     deployment: str | None = None
@@ -54,17 +76,27 @@ def pod_label_set(pod: PodSpec, namespace: str) -> dict[str, str]:
     if pod.layout == "exported":
         # What Prometheus stores when the ServiceMonitor has honorLabels: false: the workload's labels are
         # renamed exported_*, and pod/namespace name the exporter itself (landscape.md §3.1).
-        return {"exported_namespace": namespace, "exported_pod": pod.name, "exported_container": "vllm",
-                "namespace": EXPORTER_NS, "pod": "nvidia-dcgm-exporter-7xk2q", "container": "nvidia-dcgm-exporter"}
+        return {
+            "exported_namespace": namespace,
+            "exported_pod": pod.name,
+            "exported_container": "vllm",
+            "namespace": EXPORTER_NS,
+            "pod": "nvidia-dcgm-exporter-7xk2q",
+            "container": "nvidia-dcgm-exporter",
+        }
     if pod.layout == "old":
         # dcgm-exporter --use-old-namespace, scraped like any target: pod/namespace name the exporter itself.
-        return {"pod_namespace": namespace, "pod_name": pod.name, "container_name": "vllm",
-                "namespace": EXPORTER_NS, "pod": "nvidia-dcgm-exporter-7xk2q"}
+        return {
+            "pod_namespace": namespace,
+            "pod_name": pod.name,
+            "container_name": "vllm",
+            "namespace": EXPORTER_NS,
+            "pod": "nvidia-dcgm-exporter-7xk2q",
+        }
     raise ValueError(pod.layout)
 
 
-def build(namespace: str, pods: Sequence[PodSpec], now: float, seed: int = 7,
-          idle_gpus: int = 2) -> list[Series]:
+def build(namespace: str, pods: Sequence[PodSpec], now: float, seed: int = 7, idle_gpus: int = 2) -> list[Series]:
     """All series for the fleet, sampled every 15 s over the 10 minutes up to ``now``.
 
     Gauges are constant over the history (so the latest value is unambiguous on both backends); counters
@@ -91,10 +123,16 @@ def build(namespace: str, pods: Sequence[PodSpec], now: float, seed: int = 7,
             if not pod.xid:
                 pod.xid = [0.0] * pod.gpus
             for g in range(pod.gpus):
-                gpu_labels = {"gpu": str(g), "UUID": f"GPU-{namespace}-{gpu_index:04d}",
-                              "pci_bus_id": f"00000000:{g + 16:02X}:00.0", "device": f"nvidia{g}",
-                              "modelName": "NVIDIA H100 80GB HBM3", pod.hostname_label: f"node-{pod.name}",
-                              "DCGM_FI_DRIVER_VERSION": "550.90.07", **pod_labels}
+                gpu_labels = {
+                    "gpu": str(g),
+                    "UUID": f"GPU-{namespace}-{gpu_index:04d}",
+                    "pci_bus_id": f"00000000:{g + 16:02X}:00.0",
+                    "device": f"nvidia{g}",
+                    "modelName": "NVIDIA H100 80GB HBM3",
+                    pod.hostname_label: f"node-{pod.name}",
+                    "DCGM_FI_DRIVER_VERSION": "550.90.07",
+                    **pod_labels,
+                }
                 gpu_index += 1
                 gauge("DCGM_FI_DEV_GPU_UTIL", gpu_labels, pod.gpu_util[g])
                 gauge("DCGM_FI_DEV_FB_USED", gpu_labels, pod.fb_used[g])
@@ -102,8 +140,13 @@ def build(namespace: str, pods: Sequence[PodSpec], now: float, seed: int = 7,
                 gauge("DCGM_FI_DEV_POWER_USAGE", gpu_labels, pod.power[g])
                 gauge("DCGM_FI_DEV_XID_ERRORS", gpu_labels, pod.xid[g])
         # vLLM series: Prometheus scrapes the pod itself, so pod/namespace are target labels.
-        engine_base = {"namespace": namespace, "pod": pod.name, "model_name": "meta-llama/Llama-3.1-8B-Instruct",
-                       "job": "vllm", "instance": f"{pod.name}:8000"}
+        engine_base = {
+            "namespace": namespace,
+            "pod": pod.name,
+            "model_name": "meta-llama/Llama-3.1-8B-Instruct",
+            "job": "vllm",
+            "instance": f"{pod.name}:8000",
+        }
         pod.waiting = [float(rng.randint(0, 20)) for _ in range(pod.engines)]
         for e in range(pod.engines):
             gauge("vllm:num_requests_waiting", {**engine_base, "engine": str(e)}, pod.waiting[e])
@@ -118,16 +161,40 @@ def build(namespace: str, pods: Sequence[PodSpec], now: float, seed: int = 7,
         ksm = {"namespace": namespace, "pod": pod.name, "job": "kube-state-metrics"}
         gauge("kube_pod_labels", {**ksm, **{f"label_{k}": v for k, v in pod.labels.items()}}, 1.0)
         if pod.deployment:
-            gauge("kube_pod_owner", {**ksm, "owner_kind": "ReplicaSet", "owner_name": f"{pod.deployment}-5d8f7b9c6",
-                                     "owner_is_controller": "true"}, 1.0)
+            gauge(
+                "kube_pod_owner",
+                {
+                    **ksm,
+                    "owner_kind": "ReplicaSet",
+                    "owner_name": f"{pod.deployment}-5d8f7b9c6",
+                    "owner_is_controller": "true",
+                },
+                1.0,
+            )
     for dep in sorted({p.deployment for p in pods if p.deployment}):
-        gauge("kube_replicaset_owner", {"namespace": namespace, "replicaset": f"{dep}-5d8f7b9c6",
-                                        "owner_kind": "Deployment", "owner_name": dep,
-                                        "owner_is_controller": "true", "job": "kube-state-metrics"}, 1.0)
+        gauge(
+            "kube_replicaset_owner",
+            {
+                "namespace": namespace,
+                "replicaset": f"{dep}-5d8f7b9c6",
+                "owner_kind": "Deployment",
+                "owner_name": dep,
+                "owner_is_controller": "true",
+                "job": "kube-state-metrics",
+            },
+            1.0,
+        )
     for i in range(idle_gpus):  # idle GPUs on the same nodes: pod labels empty, must be ignored
-        idle = {"gpu": str(7 - i), "UUID": f"GPU-{namespace}-idle{i}", "device": f"nvidia{7 - i}",
-                "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "node-idle", "container": "", "namespace": "",
-                "pod": ""}
+        idle = {
+            "gpu": str(7 - i),
+            "UUID": f"GPU-{namespace}-idle{i}",
+            "device": f"nvidia{7 - i}",
+            "modelName": "NVIDIA H100 80GB HBM3",
+            "Hostname": "node-idle",
+            "container": "",
+            "namespace": "",
+            "pod": "",
+        }
         gauge("DCGM_FI_DEV_GPU_UTIL", idle, 100.0)
     return out
 

@@ -65,11 +65,13 @@ class NginxGateway:
         self.other_ca_file = str(pki / "other-ca.crt")
         Path(self.other_ca_file).write_bytes(other_ca.cert_pem())
         self.server_cert, self.server_key = _write_pair(certs.make_serving_cert(ca, "gateway", "test"), pki, "server")
-        self.client_cert, self.client_key = _write_pair(certs.make_client_cert(client_ca, "llm-hpa-adapter"),
-                                                        pki, "client")
+        self.client_cert, self.client_key = _write_pair(
+            certs.make_client_cert(client_ca, "llm-hpa-adapter"), pki, "client"
+        )
         # A well-formed client certificate the gateway does not trust.
-        self.stranger_cert, self.stranger_key = _write_pair(certs.make_client_cert(other_ca, "stranger"),
-                                                            pki, "stranger")
+        self.stranger_cert, self.stranger_key = _write_pair(
+            certs.make_client_cert(other_ca, "stranger"), pki, "stranger"
+        )
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -83,9 +85,10 @@ class NginxGateway:
     def _config(self) -> str:
         d = self.dir
         user = "user root;\n" if os.geteuid() == 0 else ""
-        tls = (f"ssl_certificate {self.server_cert}; ssl_certificate_key {self.server_key}; "
-               "ssl_protocols TLSv1.2 TLSv1.3;")
-        proxy = "proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off;"
+        tls = (
+            f"ssl_certificate {self.server_cert}; ssl_certificate_key {self.server_key}; ssl_protocols TLSv1.2 TLSv1.3;"
+        )
+        proxy = 'proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off;'
         return f"""{user}daemon off;
 worker_processes 1;
 pid {d}/nginx.pid;
@@ -134,10 +137,13 @@ http {{
             raise BinaryNotFound("nginx not found: install the Debian package 'nginx-light' (make sysdeps)")
         self._write()
         log = (self.dir / "nginx.out").open("ab")
-        self._proc = subprocess.Popen([exe, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"),
-                                       "-e", str(self.dir / "error.log")],
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+        self._proc = subprocess.Popen(
+            [exe, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-e", str(self.dir / "error.log")],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + 20
         for port in (self.mtls_port, self.basic_port):
@@ -190,7 +196,7 @@ http {{
     def close(self) -> None:
         proc = self._proc
         if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGQUIT)   # graceful
+            proc.send_signal(signal.SIGQUIT)  # graceful
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:

@@ -33,16 +33,27 @@ def kubectl() -> str:
 
 def render(directory: Path, env: Mapping[str, str] | None = None) -> list[Obj]:
     """``kubectl kustomize DIRECTORY``, parsed; fails the test with kubectl's stderr if it refuses."""
-    proc = subprocess.run([kubectl(), "kustomize", str(directory)], check=False, capture_output=True, text=True,
-                          timeout=120, env=None if env is None else dict(env))
+    proc = subprocess.run(
+        [kubectl(), "kustomize", str(directory)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=None if env is None else dict(env),
+    )
     assert proc.returncode == 0, f"kubectl kustomize {directory} failed:\n{proc.stderr}"
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
 def find(objs: Iterable[Obj], kind: str, name: str, namespace: str | None = None) -> Obj:
     """The one object of ``kind`` named ``name`` (in ``namespace`` if given); fails if absent or ambiguous."""
-    hits = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name
-            and (namespace is None or o["metadata"].get("namespace") == namespace)]
+    hits = [
+        o
+        for o in objs
+        if o["kind"] == kind
+        and o["metadata"]["name"] == name
+        and (namespace is None or o["metadata"].get("namespace") == namespace)
+    ]
     assert len(hits) == 1, f"expected one {kind} {namespace}/{name}, found {len(hits)}"
     return hits[0]
 
@@ -62,9 +73,11 @@ def rules_allow(rules: Iterable[Mapping[str, Any]], group: str, resource: str, v
     ``pkg/apis/rbac/v1/evaluation_helpers.go``: ``*`` matches any group, verb or resource, and
     ``resource/subresource`` is matched as one string)."""
     for rule in rules:
-        if (group in rule.get("apiGroups", []) or "*" in rule.get("apiGroups", [])) \
-                and (resource in rule.get("resources", []) or "*" in rule.get("resources", [])) \
-                and (verb in rule.get("verbs", []) or "*" in rule.get("verbs", [])):
+        if (
+            (group in rule.get("apiGroups", []) or "*" in rule.get("apiGroups", []))
+            and (resource in rule.get("resources", []) or "*" in rule.get("resources", []))
+            and (verb in rule.get("verbs", []) or "*" in rule.get("verbs", []))
+        ):
             return True
     return False
 

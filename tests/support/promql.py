@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-_GO_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\",
-               '"': '"', "'": "'"}
+_GO_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+}
 
 
 def split_literals(query: str) -> tuple[str, list[str]]:
@@ -26,11 +36,11 @@ def split_literals(query: str) -> tuple[str, list[str]]:
             if c == "\\":
                 e = query[i + 1]
                 if e == "x":
-                    out.append(chr(int(query[i + 2:i + 4], 16)))
+                    out.append(chr(int(query[i + 2 : i + 4], 16)))
                     i += 4
                     continue
                 if e == "u":
-                    out.append(chr(int(query[i + 2:i + 6], 16)))
+                    out.append(chr(int(query[i + 2 : i + 6], 16)))
                     i += 6
                     continue
                 out.append(_GO_ESCAPES[e])

@@ -54,8 +54,9 @@ class ProviderDouble:
     calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)
 
     def list_all_metrics(self) -> list[MetricInfo]:
-        return [MetricInfo(resource, metric, namespaced) for metric in self.metrics
-                for resource, namespaced in RESOURCES]
+        return [
+            MetricInfo(resource, metric, namespaced) for metric in self.metrics for resource, namespaced in RESOURCES
+        ]
 
     def _sample(self, obj: ObjectRef, metric: str, value: float, metric_selector: Selector) -> MetricSample:
         return MetricSample(obj, metric, self.ts, value, self.windows.get(metric), metric_selector)
@@ -66,8 +67,7 @@ class ProviderDouble:
         if info.metric not in self.metrics:
             raise metric_not_found(info)
 
-    async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo,
-                                 metric_selector: Selector) -> MetricSample:
+    async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
         self.calls.append(("by_name", (obj, info, metric_selector)))
         self._check(info)
         if obj.kind == "Pod":
@@ -82,14 +82,18 @@ class ProviderDouble:
             raise metric_not_found(info, obj.name, metric_selector)
         return self._sample(obj, info.metric, sum(values) / len(values), metric_selector)
 
-    async def get_metric_by_selector(self, namespace: str, selector: Selector, info: MetricInfo,
-                                     metric_selector: Selector) -> list[MetricSample]:
+    async def get_metric_by_selector(
+        self, namespace: str, selector: Selector, info: MetricInfo, metric_selector: Selector
+    ) -> list[MetricSample]:
         self.calls.append(("by_selector", (namespace, selector, info, metric_selector)))
         self._check(info)
-        return [self._sample(ObjectRef("Pod", "/v1", p.name, namespace), info.metric, p.values[info.metric],
-                             metric_selector)
-                for p in sorted(self.pods, key=lambda p: p.name)
-                if p.namespace == namespace and selector.matches(p.labels) and info.metric in p.values]
+        return [
+            self._sample(
+                ObjectRef("Pod", "/v1", p.name, namespace), info.metric, p.values[info.metric], metric_selector
+            )
+            for p in sorted(self.pods, key=lambda p: p.name)
+            if p.namespace == namespace and selector.matches(p.labels) and info.metric in p.values
+        ]
 
 
 @dataclass

@@ -29,8 +29,10 @@ MODES = ("pass", "trickle", "huge", "vm_partial")
 
 def filler_items(count: int) -> bytes:
     """``count`` vector items (comma-separated, no brackets) for pods of a namespace nobody queries."""
-    item = ('{"metric":{"namespace":"filler","pod":"filler-%07d","gpu":"%d","Hostname":"node-%05d",'
-            '"UUID":"GPU-%032x"},"value":[1700000000.123,"%d.5"]}')
+    item = (
+        '{"metric":{"namespace":"filler","pod":"filler-%07d","gpu":"%d","Hostname":"node-%05d",'
+        '"UUID":"GPU-%032x"},"value":[1700000000.123,"%d.5"]}'
+    )
     return ",".join(item % (i, i % 8, i // 8, i, i % 100) for i in range(count)).encode()
 
 
@@ -43,7 +45,7 @@ class ShapingProxy:
         self.only_if = ""
         self.port = free_port()
         self.shaped = 0
-        self.paths: list[str] = []   # request paths with their query strings, as received
+        self.paths: list[str] = []  # request paths with their query strings, as received
         self.stop_trickle = threading.Event()
         proxy = self
 
@@ -53,8 +55,12 @@ class ShapingProxy:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 proxy.paths.append(self.path)
-                resp = httpx.post(proxy.upstream + self.path, content=body, timeout=30,
-                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+                resp = httpx.post(
+                    proxy.upstream + self.path,
+                    content=body,
+                    timeout=30,
+                    headers={"Content-Type": "application/x-www-form-urlencoded"},
+                )
                 payload = resp.content
                 mode = proxy.mode if proxy.only_if.encode() in body else "pass"
                 if mode != "pass" and resp.status_code == 200:
@@ -69,12 +75,12 @@ class ShapingProxy:
                         for i in range(len(payload)):
                             if proxy.stop_trickle.wait(proxy.trickle_s):
                                 return
-                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.write(payload[i : i + 1])
                             self.wfile.flush()
                     else:
                         self.wfile.write(payload)
                 except OSError:
-                    pass   # the adapter gave up and closed the connection: that is the point
+                    pass  # the adapter gave up and closed the connection: that is the point
 
             def log_message(self, *args: object) -> None:
                 pass

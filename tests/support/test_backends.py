@@ -202,14 +202,9 @@ def test_twelve_hours_of_history_loaded_out_of_order(backend: TestBackend, uniqu
     # edge, VictoriaMetrics opens it: only an edge sample could tell them apart).
     at = int(times[-1]) + 5
     tol = _rel_tolerance(backend)
-    counts = {
-        r["metric"]["pod"]: float(r["value"][1])
-        for r in backend.query(f"count_over_time({selector}[12h])", at)
-    }
+    counts = {r["metric"]["pod"]: float(r["value"][1]) for r in backend.query(f"count_over_time({selector}[12h])", at)}
     assert counts == {f"p{i}": float(times.size) for i in range(n_pods)}
-    sums = {
-        r["metric"]["pod"]: float(r["value"][1]) for r in backend.query(f"sum_over_time({selector}[12h])", at)
-    }
+    sums = {r["metric"]["pod"]: float(r["value"][1]) for r in backend.query(f"sum_over_time({selector}[12h])", at)}
     for i in range(n_pods):
         assert sums[f"p{i}"] == pytest.approx(values[i].sum(), rel=max(1e-12, tol))
 
@@ -274,9 +269,7 @@ def test_prometheus_load_rejects_samples_beyond_the_out_of_order_window(
         prometheus.load([too_old])
 
 
-def test_victoriametrics_silently_drops_rows_far_in_the_future(
-    victoriametrics: TestBackend, unique_ns: str
-) -> None:
+def test_victoriametrics_silently_drops_rows_far_in_the_future(victoriametrics: TestBackend, unique_ns: str) -> None:
     # The raw server fact that the loader guards against: 204, yet nothing stored.
     at_ms = round((time.time() + 3 * 86400) * 1000)
     metric = {"__name__": "llm_test_future", "namespace": unique_ns}
@@ -290,9 +283,7 @@ def test_victoriametrics_silently_drops_rows_far_in_the_future(
     assert exported.status_code == 200 and exported.text == ""
 
 
-def test_victoriametrics_load_refuses_rows_it_would_drop(
-    victoriametrics: TestBackend, unique_ns: str
-) -> None:
+def test_victoriametrics_load_refuses_rows_it_would_drop(victoriametrics: TestBackend, unique_ns: str) -> None:
     future = Series({"__name__": "llm_test_future", "namespace": unique_ns}, [(time.time() + 3 * 86400, 1.0)])
     with pytest.raises(LoadError, match="more than 2 days in the future"):
         victoriametrics.load([future])
@@ -376,9 +367,7 @@ def test_close_removes_the_directory() -> None:
 def test_context_manager_starts_and_closes() -> None:
     with PrometheusProcess(scrape_configs=[]) as prom:
         workdir = prom.workdir
-        assert (
-            json.loads(prom.config_path.read_text())["storage"]["tsdb"]["out_of_order_time_window"] == "30d"
-        )
+        assert json.loads(prom.config_path.read_text())["storage"]["tsdb"]["out_of_order_time_window"] == "30d"
         assert httpx.get(prom.url + "/-/ready", trust_env=False).status_code == 200
     assert not workdir.exists()
 
