@@ -406,6 +406,27 @@ def scraping_prometheus(target: str, *, job: str, interval: str) -> PrometheusPr
     )
 
 
+def serve_command(prometheus_url: str, port: int, *args: str) -> list[str]:
+    """The command line of ``python -m adapter serve`` on loopback ``port`` reading ``prometheus_url`` with the
+    kube-state-metrics pod source (warning-level logs), plus ``args``: how every child-process adapter of the
+    demo, the tests and the benchmarks is started."""
+    return [
+        sys.executable,
+        "-m",
+        "adapter",
+        "--log-level",
+        "warning",
+        "serve",
+        "--prometheus-url",
+        prometheus_url,
+        "--bind",
+        f"{LOOPBACK}:{port}",
+        "--pod-source",
+        "prometheus",
+        *args,
+    ]
+
+
 class AdapterProcess:
     """``python -m adapter serve`` as a child process on a loopback port (plain HTTP, kube-state-metrics pod
     source), for the demo, the live simulation and the benchmarks: the adapter as it is deployed, in a
@@ -417,22 +438,7 @@ class AdapterProcess:
         self.port = port or free_port()
         self.url = f"http://{LOOPBACK}:{self.port}"
         self.log_path = Path(log_dir) / "adapter.log"
-        self._command = [
-            sys.executable,
-            "-m",
-            "adapter",
-            "--log-level",
-            "warning",
-            "serve",
-            "--prometheus-url",
-            prometheus_url,
-            "--bind",
-            f"{LOOPBACK}:{self.port}",
-            "--insecure-plain-http",
-            "--pod-source",
-            "prometheus",
-            *extra_args,
-        ]
+        self._command = serve_command(prometheus_url, self.port, "--insecure-plain-http", *extra_args)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property

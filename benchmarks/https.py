@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapter.certs import write_bundle  # noqa: E402
-from adapter.devservers import free_port  # noqa: E402
+from adapter.devservers import free_port, serve_command  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 from tests.support.fake_kube import FakeKube  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402
@@ -36,21 +36,7 @@ from tests.support.fleet_data import PodSpec, build  # noqa: E402
 def serve(prom: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "adapter",
-            "--log-level",
-            "warning",
-            "serve",
-            "--prometheus-url",
-            prom,
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--pod-source",
-            "prometheus",
-            *extra,
-        ],
+        serve_command(prom, port, *extra),
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )

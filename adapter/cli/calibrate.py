@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from adapter.cli.backtest import CliError, parse_duration
+from adapter.cli.simulate import add_queueing_arguments
 from adapter.errors import AdapterError, ConfigError
 
 
@@ -49,18 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sim.add_argument("--pod-capacity", type=float, default=40.0, help="requests/s per pod at a full batch")
     sim.add_argument("--service-time", default="120ms", help="mean request time in a lightly loaded batch")
     sim.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
-    sim.add_argument(
-        "--queueing",
-        choices=["mgc", "fluid"],
-        default="mgc",
-        help="as simulate's: mgc (default) waits before saturation, fluid only at capacity",
-    )
-    sim.add_argument(
-        "--arrival-cv2",
-        type=float,
-        default=1.0,
-        help="as simulate's: squared coefficient of variation of arrivals (1 = Poisson)",
-    )
+    add_queueing_arguments(sim)
     sim.add_argument(
         "--trace",
         type=Path,

@@ -33,6 +33,22 @@ _DEFAULT_SERVICE = "120ms"
 _DEFAULT_PEAK_PODS = 32.0
 
 
+def add_queueing_arguments(group: argparse._ArgumentGroup) -> None:
+    """The fleet's waiting model, shared by ``simulate`` and ``calibrate --simulate`` (one physics for both)."""
+    group.add_argument(
+        "--queueing",
+        choices=["mgc", "fluid"],
+        default="mgc",
+        help="waiting below capacity: M/G/c (default) or none (the fluid model of the live fleet)",
+    )
+    group.add_argument(
+        "--arrival-cv2",
+        type=float,
+        default=1.0,
+        help="squared coefficient of variation of inter-arrival times (1: Poisson, the default)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``simulate`` subcommand (``func=run``)."""
     p = subparsers.add_parser(
@@ -104,18 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         help="ready pods at the start (default: the starting load at the knee, where P99 = SLO)",
     )
-    fleet.add_argument(
-        "--queueing",
-        choices=["mgc", "fluid"],
-        default="mgc",
-        help="waiting below capacity: M/G/c (default) or none (the fluid model of the live fleet)",
-    )
-    fleet.add_argument(
-        "--arrival-cv2",
-        type=float,
-        default=1.0,
-        help="squared coefficient of variation of inter-arrival times (1: Poisson, the default)",
-    )
+    add_queueing_arguments(fleet)
     fleet.add_argument(
         "--metric-delay",
         default="30s",

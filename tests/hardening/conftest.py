@@ -13,7 +13,6 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ import httpx
 import pytest
 
 from adapter.certs import make_ca, make_client_cert, make_serving_cert
-from adapter.devservers import free_port
+from adapter.devservers import free_port, serve_command
 from tests.support.fake_kube import FakeHandler, FakeKube, FakeRequest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,27 +85,17 @@ class SecureAdapter:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.log_path = log_dir / "adapter.log"
-        self.command = [
-            sys.executable,
-            "-m",
-            "adapter",
-            "--log-level",
-            "warning",
-            "serve",
-            "--prometheus-url",
+        self.command = serve_command(
             prometheus_url,
-            "--bind",
-            f"127.0.0.1:{self.port}",
+            self.port,
             "--tls-cert-file",
             pki.serving[0],
             "--tls-private-key-file",
             pki.serving[1],
             "--client-ca-file",
             pki.ca_file,
-            "--pod-source",
-            "prometheus",
             *extra_args,
-        ]
+        )
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
