@@ -133,6 +133,10 @@ class ForecastDef:
     horizon_steps: int = 6
     model: str = "ses"
     max_boost: float = 3.0
+    # The boost's upper-quantile part (``adapter.forecast.boost.rise_quantile``): the load's rise within
+    # ``rise_lead_steps`` at this quantile of the fitted history; 0 turns it off.
+    rise_quantile: float = 0.75
+    rise_lead_steps: int = 3
     forget_after_s: float = 3600.0
     workloads: tuple[tuple[str, str], ...] = ()  # (namespace, deployment) always forecast
     # At most this many workloads are forecast at once: each costs one range query per step and two
@@ -350,6 +354,8 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         "horizon_steps",
         "model",
         "max_boost",
+        "rise_quantile",
+        "rise_within",
         "forget_after",
         "workloads",
         "load_layouts",
@@ -393,6 +399,22 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         f"{where}.max_boost",
         "a number >= 1",
     )
+    rise_q = entry.get("rise_quantile", 0.75)
+    _require(
+        isinstance(rise_q, (int, float)) and not isinstance(rise_q, bool) and 0 <= rise_q < 1,
+        f"{where}.rise_quantile",
+        "a number in [0, 1) (0: no rise term)",
+    )
+    try:
+        rise_within = duration_seconds(str(entry.get("rise_within", "15m")))
+    except ValueError as exc:
+        raise ConfigError(f"{where}.rise_within: {exc}") from None
+    lead_steps = rise_within / durations["step"]
+    _require(
+        lead_steps >= 1 and abs(lead_steps - round(lead_steps)) < 1e-9,
+        f"{where}.rise_within",
+        "a whole number (>= 1) of steps",
+    )
     workloads = []
     for i, w in enumerate(entry.get("workloads") or []):
         ww = _mapping(w, f"{where}.workloads[{i}]")
@@ -407,6 +429,8 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         horizon_steps=ints["horizon_steps"],
         model=model,
         max_boost=float(max_boost),
+        rise_quantile=float(rise_q),
+        rise_lead_steps=round(lead_steps),
         forget_after_s=durations["forget_after"],
         workloads=tuple(workloads),
         max_workloads=ints["max_workloads"],

@@ -23,7 +23,7 @@ import numpy as np
 
 from adapter.errors import AdapterError
 from adapter.forecast.base import ForecastError
-from adapter.forecast.boost import boost_factor
+from adapter.forecast.boost import boost_factor, rise_quantile
 from adapter.forecast.registry import AUTO, get_model
 from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS, select_model
 from adapter.labels import EVERYTHING
@@ -117,7 +117,8 @@ def fit_history(values: np.ndarray, *, step_ts: float, spec: ForecastDef) -> For
     except Exception as exc:  # a numerics library failing in a way we did not foresee: degrade, log
         log.warning("forecast fit failed with %s: %s", type(exc).__name__, exc)
         return ForecastState(step_ts, current, None, model_name, "fit_failed", 1.0, time.perf_counter() - started)
-    boost, reason = boost_factor(current, forecast, spec.max_boost)
+    rise = rise_quantile(values, spec.rise_lead_steps, spec.rise_quantile) if spec.rise_quantile > 0 else None
+    boost, reason = boost_factor(current, forecast, spec.max_boost, rise=rise or 0.0)
     return ForecastState(
         step_ts, current, forecast if reason == "ok" else None, model_name, reason, boost, time.perf_counter() - started
     )

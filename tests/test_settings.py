@@ -29,7 +29,7 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
     assert [(t.metric, t.weight, t.target, t.idle, t.when_missing) for t in comp.terms] == [
         ("gpu_utilization_p90", 0.4, 95.95, 0.0, "omit_pod"),
         ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
-        ("inference_latency_p99_seconds", 0.3, 0.4452, 0.2567, "idle"),
+        ("inference_latency_p99_seconds", 0.3, 0.483, 0.2567, "idle"),
     ]
     assert cat.metrics["gpu_utilization_p90"].query.startswith("quantile by (<<by>>) (0.9, DCGM_FI_DEV_GPU_UTIL")
     assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
@@ -80,6 +80,12 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
         (["metrics", "inference_queue_depth", "nonnegative"], "yes", "metrics.inference_queue_depth.nonnegative"),
         (["forecast", "max_workloads"], 0, "forecast.max_workloads"),
         (["forecast", "load_layouts"], ["nope"], "metrics.forecast_load.layouts"),
+        (["forecast", "rise_quantile"], 1, "forecast.rise_quantile"),
+        (["forecast", "rise_quantile"], -0.1, "forecast.rise_quantile"),
+        (["forecast", "rise_quantile"], True, "forecast.rise_quantile"),
+        (["forecast", "rise_within"], "7m", "forecast.rise_within"),  # not a whole number of 5m steps
+        (["forecast", "rise_within"], "0s", "forecast.rise_within"),
+        (["forecast", "rise_within"], "soon", "forecast.rise_within"),
     ],
 )
 def test_bad_entries_are_named(path: list[str], value: object, needle: str) -> None:

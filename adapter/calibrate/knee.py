@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from adapter.forecast.boost import rise_quantile
 from adapter.settings import Term
 
 F64 = npt.NDArray[np.float64]
@@ -172,21 +173,14 @@ def find_knee(
 
 
 def demand_growth(deployment_load: F64, *, step_s: float, horizon_s: float, quantile: float) -> float:
-    """The ``quantile`` over time of (peak demand within the next ``horizon_s``) / (demand now) - 1, >= 0."""
+    """The ``quantile`` over time of (peak demand within the next ``horizon_s``) / (demand now) - 1, >= 0:
+    the forecast boost's own ``rise_quantile`` over a cold start (0 without enough history)."""
     # At least one step: a history coarser than the cold start (10-minute windows) says how demand moves
     # between windows, and a window's rate can arrive all at once.
     k = max(1, math.ceil(horizon_s / step_s - 1e-9))
-    d = np.asarray(deployment_load, dtype=np.float64)
-    if horizon_s <= 0 or d.size <= k:
+    if horizon_s <= 0:
         return 0.0
-    now = d[:-k]
-    ahead = np.full(now.shape, -np.inf)
-    for j in range(1, k + 1):
-        ahead = np.maximum(ahead, d[j : d.size - k + j])
-    ok = np.isfinite(now) & np.isfinite(ahead) & (now > 0)
-    if not np.any(ok):
-        return 0.0
-    return max(float(np.quantile(ahead[ok] / now[ok] - 1.0, quantile)), 0.0)
+    return rise_quantile(np.asarray(deployment_load, dtype=np.float64), k, quantile) or 0.0
 
 
 def _line(
@@ -212,11 +206,26 @@ def _positive_throughout(bins: Sequence[LoadBin], metric: str, low: float, high:
     return bool(vals) and min(vals) > 0
 
 
+def _measured(bins: Sequence[LoadBin], metric: str, load: float) -> float | None:
+    """The bins' median of ``metric`` at ``load``, interpolated linearly between the neighbouring bins."""
+    pts = sorted((b.load, b.terms.get(metric, math.nan)) for b in bins)
+    pts = [(x, y) for x, y in pts if math.isfinite(y)]
+    if not pts or not pts[0][0] <= load <= pts[-1][0]:
+        return None
+    return float(np.interp(load, [p[0] for p in pts], [p[1] for p in pts]))
+
+
 def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -> tuple[list[TermProposal], float]:
     """Per-term (idle, target) for the safe point, and the composite's reading there (1.0 unless no term
-    tracks load). See the module docstring for the rule."""
+    tracks load). See the module docstring for the rule.
+
+    The reading is the composite of the *measured* values at the safe point (each term's bin medians,
+    interpolated), not of the fitted lines: a term that curves upwards towards the knee (the P99) reads
+    more there than its line says, and a term kept as an alarm (the queue) may already read a little. The
+    lines only give each tracking term's ``idle``; its target makes up what the others read at the safe point.
+    """
     total_w = sum(t.weight for t in terms)
-    flat_sum = 0.0
+    fixed_sum = 0.0  # what the flat and alarm terms read at the safe point (weighted)
     track_w = 0.0
     rough: list[tuple[Term, float, float, bool, str]] = []
     for t in terms:
@@ -228,8 +237,10 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
             continue
         intercept, slope = line
         low = _line(bins, t.metric, 0.0, 0.5 * safe, min_bins=3)  # history that never ran light: no verdict
-        at_safe = intercept + slope * safe
-        rises = slope > 0 and slope * 0.5 * safe >= MIN_RISE * at_safe
+        fitted = intercept + slope * safe
+        measured = _measured(bins, t.metric, safe)
+        at_safe = measured if measured is not None else fitted
+        rises = slope > 0 and slope * 0.5 * safe >= MIN_RISE * fitted
         saturating = low is not None and low[1] > 0 and slope < SATURATION_RATIO * low[1]
         # A term that still reads 0 in part of the fit range (a queue that first shows a request or two just
         # below the safe point: integer counts, a step, not a slope) is an alarm, not a load signal: scaled
@@ -248,7 +259,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
             ]
             level = float(np.median(near)) if near else at_safe
             rough.append((t, 0.0, level, False, "flat below the knee (saturated): reads 1 whenever busy"))
-            flat_sum += t.weight / total_w
+            fixed_sum += (t.weight / total_w) * at_safe / level
         else:
             rough.append(
                 (
@@ -259,10 +270,12 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
                     "0 in part of the range below the safe point: catalog target kept (overload alarm)",
                 )
             )
-    # Make the composite read 1.0 at the safe point: the tracking terms make up what the flat ones do not.
-    scale = (1.0 - flat_sum) / track_w if track_w > 0 else 1.0
+            if measured is not None and t.target > t.idle:
+                fixed_sum += (t.weight / total_w) * max(measured - t.idle, 0.0) / (t.target - t.idle)
+    # Make the composite read 1.0 at the safe point: the tracking terms make up what the others do not.
+    scale = (1.0 - fixed_sum) / track_w if track_w > 0 else 1.0
     out = []
-    composite = flat_sum
+    composite = fixed_sum
     for t, idle, at_safe, tracks, note in rough:
         if tracks and scale > 0:
             target = idle + (at_safe - idle) / scale
