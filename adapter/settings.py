@@ -135,7 +135,7 @@ class ForecastDef:
     max_boost: float = 3.0
     # The boost's upper-quantile part (``adapter.forecast.boost.rise_quantile``): the load's rise within
     # ``rise_lead_steps`` at this quantile of the fitted history; 0 turns it off.
-    rise_quantile: float = 0.75
+    rise_quantile: float = 0.8
     rise_lead_steps: int = 3
     forget_after_s: float = 3600.0
     workloads: tuple[tuple[str, str], ...] = ()  # (namespace, deployment) always forecast
@@ -399,7 +399,7 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         f"{where}.max_boost",
         "a number >= 1",
     )
-    rise_q = entry.get("rise_quantile", 0.75)
+    rise_q = entry.get("rise_quantile", 0.8)
     _require(
         isinstance(rise_q, (int, float)) and not isinstance(rise_q, bool) and 0 <= rise_q < 1,
         f"{where}.rise_quantile",
