@@ -1,21 +1,24 @@
-"""The earned upper-quantile margin, as a piece any model that can replay its own past forecasts can wear.
+"""The earned margin: a piece any model that can replay its own past forecasts can wear.
 
-Why a margin: for an autoscaler an under-forecast (pods arrive after the peak) costs more than an
-over-forecast (a pod too many for a while), so a forecast a little above the median beats a point forecast --
-as long as the margin does not cost more accuracy than the model gained over persistence.
+Why: for an autoscaler an under-forecast (pods arrive after the peak) costs more than an over-forecast (a pod
+too many for a while), so a forecast a little above the median beats a point forecast -- as long as the
+margin costs less accuracy than the model gained over persistence. And a model's gain measured on the points
+it was fit to is optimistic: on a random walk, where persistence is the best forecast there is, a fitted
+model still "wins" in-sample by chance. So both what the model adds and the margin are paid for with
+evidence, per fit and per step ahead ``k``, from the in-sample errors of the model and of persistence at the
+same origins (``gain = |persistence error| - |model error|``, whose mean has a standard error for errors that
+overlap ``k`` steps, i.e. ``k`` times fewer independent origins):
 
-The rule, per fit and per step ahead ``k`` (split-conformal style: the model's own in-sample errors):
-
-- the candidates are the ``quantile`` of the errors ``k`` steps ahead and the quantiles below it in steps of
-  0.05, down to just above the median;
-- the budget is the model's in-sample mean absolute error plus the *lower confidence bound* of its mean gain
-  over persistence on the same origins: ``mean(gain) - z * SE(gain)``, ``gain = |persistence error| - |model
-  error|``, with the standard error of a mean of errors that overlap ``k`` steps (``k`` times fewer independent
-  origins). ``z = 1.645`` is the one-sided 95 % bound: the margin spends only the part of the gain that is
-  unlikely to be noise (an in-sample gain is optimistic: the model was fit on the same points);
-- the margin is the highest positive candidate whose in-sample mean absolute error fits the budget, else none.
-
-So where the model does not clearly beat persistence, it serves its own forecast without a margin.
+1. Shrink towards persistence: the forecast is ``last + w * (model - last)`` with ``w = max(0, 1 - 1/t^2)``,
+   ``t`` the t-statistic of the mean gain (0 when the model does not gain). This is the plug-in estimate of
+   the mean-square-optimal factor ``theta^2 / (theta^2 + se^2)`` by which to scale a noisy estimate
+   ``theta`` (``theta^2`` estimated unbiasedly by ``mean^2 - se^2``): the model's departure from persistence
+   is kept in proportion to how clearly it has paid off.
+2. The margin: the ``quantile`` of the shrunk model's in-sample errors ``k`` steps ahead (split-conformal
+   style), or the next lower one in steps of 0.05 down to just above the median, the highest whose extra
+   in-sample absolute error fits within the *lower confidence bound* of the shrunk model's gain,
+   ``mean(gain) - z * SE(gain)`` (``z = 1.645``: one-sided 95 %). A margin that *lowers* the in-sample error
+   is credited nothing (it would be a drift fitted to the history). No significant gain, no margin.
 
 The contract a base model's ``Fitted`` adds (``Replaying``): ``in_sample(steps)`` is what the fitted model
 would have forecast at each point of its prepared history (``base.prepare``'s ``values``), ``steps`` ahead,
@@ -81,19 +84,48 @@ def earned_margin(
     if e.size < MIN_ERROR_PAIRS:
         return 0.0
     gain = np.abs(pe) - np.abs(e)
-    budget = float(np.mean(np.abs(e))) + float(np.mean(gain)) - z * _se_of_mean(gain, lead)
+    earned = float(np.mean(gain)) - z * _se_of_mean(gain, lead)
+    if not earned > 0:
+        return 0.0
+    mae = float(np.mean(np.abs(e)))
     q = quantile
     while q > 0.5 + 1e-9:
         margin = float(np.quantile(e, q))
-        if margin > 0 and float(np.mean(np.abs(e - margin))) <= budget:
+        # What the margin costs in-sample; a margin that *lowers* the in-sample error is credited nothing:
+        # that would be a drift it has fitted, noise on a random walk.
+        if margin > 0 and max(0.0, float(np.mean(np.abs(e - margin))) - mae) <= earned:
             return margin
         q -= _Q_STEP
     return 0.0
 
 
+def shrink_weight(errors: np.ndarray, persistence_errors: np.ndarray, *, lead: int) -> float:
+    """How far to trust the model over persistence ``lead`` steps ahead, in [0, 1] (module docstring):
+    ``max(0, 1 - 1/t^2)`` with ``t`` the t-statistic of its mean in-sample gain; 1 when there are fewer than
+    ``MIN_ERROR_PAIRS`` pairs to judge by (the model's own forecast, as without this wrapper)."""
+    ok = np.isfinite(errors) & np.isfinite(persistence_errors)
+    if int(ok.sum()) < MIN_ERROR_PAIRS:
+        return 1.0
+    gain = np.abs(persistence_errors[ok]) - np.abs(errors[ok])
+    mean = float(np.mean(gain))
+    if not mean > 0:
+        return 0.0
+    se = _se_of_mean(gain, lead)
+    return 1.0 if se == 0 else max(0.0, 1.0 - (se / mean) ** 2)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per step ahead: ``weight`` of the model's departure from persistence and the ``margin`` added."""
+
+    weight: np.ndarray
+    margin: np.ndarray
+
+
 @dataclass(frozen=True)
 class WithMargin:
-    """A fitted base model wearing its earned margin: ``forecast(steps) = base + margins(steps)``.
+    """A fitted base model, shrunk towards persistence by its evidence and wearing its earned margin:
+    ``forecast[k] = last + weight[k] * (base[k] - last) + margin[k]`` (``last`` = the last observation).
 
     ``values`` is the prepared history the base was fit on (it ends with a finite point) and ``skip`` the
     trailing gap ``prepare`` cut, so step ``k`` of the forecast is ``k + 1 + skip`` steps after ``values[-1]``.
@@ -107,18 +139,23 @@ class WithMargin:
 
     def forecast(self, steps: int) -> np.ndarray:
         check_steps(steps)
-        return checked(self.base.forecast(steps) + self.margins(steps), steps)
+        plan = self.plan(steps)
+        last = float(self.values[-1])
+        return checked(last + plan.weight * (self.base.forecast(steps) - last) + plan.margin, steps)
 
-    def margins(self, steps: int) -> np.ndarray:
-        """The margin added at each of ``steps`` steps ahead (each >= 0)."""
+    def plan(self, steps: int) -> Plan:
+        """The weight and the margin at each of ``steps`` steps ahead, from the in-sample replay."""
         check_steps(steps)
         total = steps + self.skip
         errors = lead_errors(self.values, self.base.in_sample(total))
         persistence = lead_errors(self.values, np.repeat(self.values[:, None], total, axis=1))
-        out = np.zeros(steps)
+        weight = np.ones(steps)
+        margin = np.zeros(steps)
         for k in range(steps):
             lead = k + 1 + self.skip
-            out[k] = earned_margin(
-                errors[:, lead - 1], persistence[:, lead - 1], lead=lead, quantile=self.quantile, z=self.z
-            )
-        return out
+            e, pe = errors[:, lead - 1], persistence[:, lead - 1]
+            weight[k] = shrink_weight(e, pe, lead=lead)
+            # The shrunk model's own errors: persistence's, moved ``weight`` of the way to the model's.
+            shrunk = pe - weight[k] * (pe - e)
+            margin[k] = earned_margin(shrunk, pe, lead=lead, quantile=self.quantile, z=self.z)
+        return Plan(weight=weight, margin=margin)
