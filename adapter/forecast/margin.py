@@ -85,15 +85,15 @@ def earned_margin(
         return 0.0
     gain = np.abs(pe) - np.abs(e)
     earned = float(np.mean(gain)) - z * _se_of_mean(gain, lead)
+    # No significant gain, no margin -- even one that would *lower* the in-sample error: that margin is a
+    # drift fitted to the history (noise on a random walk), not something the model earned over persistence.
     if not earned > 0:
         return 0.0
     mae = float(np.mean(np.abs(e)))
     q = quantile
     while q > 0.5 + 1e-9:
         margin = float(np.quantile(e, q))
-        # What the margin costs in-sample; a margin that *lowers* the in-sample error is credited nothing:
-        # that would be a drift it has fitted, noise on a random walk.
-        if margin > 0 and max(0.0, float(np.mean(np.abs(e - margin))) - mae) <= earned:
+        if margin > 0 and float(np.mean(np.abs(e - margin))) - mae <= earned:
             return margin
         q -= _Q_STEP
     return 0.0
