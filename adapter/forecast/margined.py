@@ -27,7 +27,7 @@ from adapter.forecast.base import (
     prepare,
 )
 from adapter.forecast.margin import DEFAULT_QUANTILE, DEFAULT_Z, Replaying, WithMargin, check_margin_params
-from adapter.forecast.ses import _DEFAULT_ALPHAS, SimpleExpSmoothing
+from adapter.forecast.ses import DEFAULT_ALPHAS, SimpleExpSmoothing
 
 
 def wear_margin(
@@ -109,7 +109,7 @@ class SesArMargin:
     drift: bool = False
     quantile: float | None = DEFAULT_QUANTILE
     z: float = DEFAULT_Z
-    alphas: tuple[float, ...] = _DEFAULT_ALPHAS
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
     min_points: int = DEFAULT_MIN_POINTS
     max_trailing_gap: int = DEFAULT_MAX_TRAILING_GAP
     name: str = "ses_ar_margin"

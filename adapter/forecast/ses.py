@@ -28,7 +28,7 @@ from adapter.forecast.base import (
     prepare,
 )
 
-_DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # Below this many in-sample error pairs a quantile is noise: the margin is then left out (plain level).
 _MIN_ERROR_PAIRS = 10
 
@@ -118,7 +118,7 @@ class SimpleExpSmoothing:
     horizon_s: float = 1800.0
     quantile: float | None = 0.6
     earned: bool = True
-    alphas: tuple[float, ...] = _DEFAULT_ALPHAS
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
     min_points: int = DEFAULT_MIN_POINTS
     max_trailing_gap: int = DEFAULT_MAX_TRAILING_GAP
     name: str = "ses"

@@ -98,7 +98,7 @@ def ramp(prometheus: TestBackend, unique_ns: str):
     return unique_ns, now, pods
 
 
-@pytest.mark.parametrize("model", ["ar", "ses_ar_margin"])
+@pytest.mark.parametrize("model", ["ar"])
 def test_boosted_rises_above_the_live_composite_before_the_peak(prometheus: TestBackend, ramp, model: str) -> None:
     ns, now, pods = ramp
     settings = Settings(
