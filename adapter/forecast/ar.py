@@ -19,7 +19,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 from adapter.forecast.base import (
     DEFAULT_MAX_TRAILING_GAP,
     DEFAULT_MIN_POINTS,
-    Fitted,
     ForecastError,
     check_steps,
     checked,
@@ -50,6 +49,25 @@ class DiffAR:
             lags = np.roll(lags, 1)
             if p:
                 lags[0] = step
+        return out
+
+    def in_sample(self, values: np.ndarray, steps: int) -> np.ndarray:
+        """``forecast_from(values[: i + 1], steps)`` for every ``i`` at once: shape ``(len(values), steps)``,
+        NaN rows where ``values[i]`` is a gap. Same arithmetic, vectorised over origins (the margin's replay)."""
+        p = self.phi.size
+        n = values.size
+        d = np.concatenate([np.zeros(p), np.nan_to_num(np.diff(values), nan=0.0)])
+        # lags[i, j] = the difference j + 1 steps before origin i (0 before the history starts, as forecast_from).
+        lags = sliding_window_view(d, p)[:n, ::-1].copy() if p else np.zeros((n, 0))
+        level = values.astype(np.float64, copy=True)
+        out = np.empty((n, steps))
+        for k in range(steps):
+            step = self.intercept + lags @ self.phi
+            level = level + step
+            out[:, k] = level
+            if p:
+                lags = np.roll(lags, 1, axis=1)
+                lags[:, 0] = step
         return out
 
 
@@ -105,6 +123,12 @@ class _FittedAR:
         path = self.model.forecast_from(self.values, steps + self.skip)
         return checked(path[self.skip :], steps)
 
+    def in_sample(self, steps: int) -> np.ndarray:
+        """The forecasts these coefficients would have issued at each point of the history (``margin``)."""
+        check_steps(steps)
+        # Clipped at zero like ``forecast`` (``base.checked``), so the replay is what would have been served.
+        return np.asarray(np.maximum(self.model.in_sample(self.values, steps), 0.0))
+
 
 @dataclass(frozen=True)
 class AutoRegressive:
@@ -116,7 +140,7 @@ class AutoRegressive:
     max_trailing_gap: int = DEFAULT_MAX_TRAILING_GAP
     name: str = "ar"
 
-    def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
+    def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> _FittedAR:
         """Least squares on the differences; ``ForecastError`` per ``base.prepare`` and ``fit_diff_ar``."""
         hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)
         model = fit_diff_ar(hist.values, self.p, drift=self.drift)

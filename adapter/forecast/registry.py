@@ -10,6 +10,7 @@ from adapter.forecast.arima import Arima
 from adapter.forecast.base import Forecaster
 from adapter.forecast.baselines import Persistence, SeasonalNaive
 from adapter.forecast.fourier_ar import FourierAR
+from adapter.forecast.margined import ArMargin, SesArMargin
 from adapter.forecast.ses import SimpleExpSmoothing
 
 AUTO = "auto"
@@ -19,6 +20,8 @@ MODELS: dict[str, Callable[..., Forecaster]] = {
     "seasonal_naive": SeasonalNaive,
     "ses": SimpleExpSmoothing,
     "ar": AutoRegressive,
+    "ar_margin": ArMargin,
+    "ses_ar_margin": SesArMargin,
     "fourier_ar": FourierAR,
     "arima": Arima,
 }

@@ -21,7 +21,6 @@ import numpy as np
 from adapter.forecast.base import (
     DEFAULT_MAX_TRAILING_GAP,
     DEFAULT_MIN_POINTS,
-    Fitted,
     ForecastError,
     check_step,
     check_steps,
@@ -29,7 +28,7 @@ from adapter.forecast.base import (
     prepare,
 )
 
-_DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # Below this many in-sample error pairs a quantile is noise: the margin is then left out (plain level).
 _MIN_ERROR_PAIRS = 10
 
@@ -80,6 +79,14 @@ class _FittedSES:
                     out[k] += self._margin(errors, self.x[targets] - self.x[origins])
         return checked(out, steps)
 
+    def in_sample(self, steps: int) -> np.ndarray:
+        """The plain level (no margin) at each point of the history, repeated ``steps`` ahead: ``(n, steps)`` on
+        the history's grid, NaN rows at gaps (the replay ``margin.WithMargin`` needs)."""
+        check_steps(steps)
+        out = np.full((int(self.positions[-1]) + 1, steps), np.nan)
+        out[self.positions] = self.levels[:, None]
+        return out
+
     def _margin(self, errors: np.ndarray, persistence_errors: np.ndarray) -> float:
         """The ``quantile`` of the in-sample errors; when ``earned``, the highest quantile from ``quantile``
         down to just above the median (steps of 0.05) whose in-sample absolute error is still no worse than
@@ -111,7 +118,7 @@ class SimpleExpSmoothing:
     horizon_s: float = 1800.0
     quantile: float | None = 0.6
     earned: bool = True
-    alphas: tuple[float, ...] = _DEFAULT_ALPHAS
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
     min_points: int = DEFAULT_MIN_POINTS
     max_trailing_gap: int = DEFAULT_MAX_TRAILING_GAP
     name: str = "ses"
@@ -124,7 +131,7 @@ class SimpleExpSmoothing:
         if not self.horizon_s > 0:
             raise ValueError(f"horizon_s must be positive, got {self.horizon_s!r}")
 
-    def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> Fitted:
+    def fit(self, values: np.ndarray, *, step_s: float, start_ts: float) -> _FittedSES:
         """Smooth with every alpha, keep the one with the smallest in-sample error ``horizon_s`` ahead."""
         check_step(step_s)
         hist = prepare(values, step_s=step_s, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap)

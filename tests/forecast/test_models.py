@@ -31,7 +31,9 @@ def _forecast(
 
 
 def test_registry_names_match_models() -> None:
-    assert {"persistence", "seasonal_naive", "arima", "ar", "fourier_ar", "ses"} <= set(MODELS)
+    assert {"persistence", "seasonal_naive", "arima", "ar", "fourier_ar", "ses", "ar_margin", "ses_ar_margin"} <= set(
+        MODELS
+    )
     for name in MODELS:
         assert get_model(name).name == name
 
@@ -142,7 +144,7 @@ def test_seasonal_naive_index_arithmetic_with_a_short_period() -> None:
 # --- gaps: masked, never filled --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["persistence", "ses", "ar", "fourier_ar", "arima"])
+@pytest.mark.parametrize("name", ["persistence", "ses", "ar", "fourier_ar", "arima", "ar_margin", "ses_ar_margin"])
 def test_scattered_gaps_do_not_become_fake_load(name: str) -> None:
     rng = np.random.default_rng(7)
     values = 500.0 + rng.normal(0.0, 5.0, 4 * 144)

@@ -31,3 +31,18 @@ def test_ses_fits_on_a_short_step_because_it_tunes_at_the_served_horizon() -> No
     shorter = replace(spec, horizon_steps=3)
     assert _at_served_horizon(get_model("ses"), shorter).horizon_s == 900.0 != get_model("ses").horizon_s
     np.testing.assert_array_equal(default.forecast, fit_history(history, step_ts=1e9, spec=spec).forecast)
+
+
+def test_a_catalog_can_select_the_margin_models_and_they_tune_at_the_served_horizon() -> None:
+    doc = catalog_document(None)
+    rng = np.random.default_rng(1)
+    history = 100.0 + rng.normal(0.0, 5.0, 120)
+    for name in ("ar_margin", "ses_ar_margin"):
+        doc["forecast"]["model"] = name
+        spec = parse_catalog(doc).forecast
+        assert spec is not None and spec.model == name
+        state = fit_history(history, step_ts=1e9, spec=spec)
+        assert state.model == name and state.reason == "ok" and state.forecast is not None
+        assert state.forecast.shape == (spec.horizon_steps,) and state.boost >= 1.0
+    shorter = replace(spec, horizon_steps=3)
+    assert _at_served_horizon(get_model("ses_ar_margin"), shorter).horizon_s == 900.0
