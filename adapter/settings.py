@@ -131,7 +131,7 @@ class ForecastDef:
     step_s: float = 300.0
     history_points: int = 120
     horizon_steps: int = 6
-    model: str = "ses"
+    model: str = "ses_ar_margin"  # adapter.forecast.registry.DEFAULT_MODEL
     max_boost: float = 3.0
     # The boost's upper-quantile part (``adapter.forecast.boost.rise_quantile``): the load's rise within
     # ``rise_lead_steps`` at this quantile of the fitted history; 0 turns it off.
@@ -341,7 +341,7 @@ def _parse_layout(i: int, raw: Any) -> Layout:
 
 
 def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names: tuple[str, ...] = ()) -> ForecastDef:
-    from adapter.forecast.registry import AUTO, MODELS  # the registry is small; imported only to validate
+    from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS  # the registry is small; imported only to validate
 
     where = "forecast"
     entry = _mapping(raw, where)
@@ -391,7 +391,7 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
             f"an integer >= {low}",
         )
         ints[key] = int(value)
-    model = str(entry.get("model", "ses"))
+    model = str(entry.get("model", DEFAULT_MODEL))
     _require(model == AUTO or model in MODELS, f"{where}.model", f"{model!r} is not one of {sorted([*MODELS, AUTO])}")
     max_boost = entry.get("max_boost", 3.0)
     _require(
