@@ -124,7 +124,8 @@ BOOST_METRIC = "llm_load_boost"
 
 @dataclass(frozen=True)
 class ForecastDef:
-    """The forecast-boosted composite: ``<base>_boosted = base × clamp(peak forecast / current load, 1, max)``."""
+    """The forecast-boosted composite: ``<base>_boosted = base × boost``, with
+    ``boost = clamp(max(peak forecast / current load, 1 + rise), 1, max)`` (``adapter.forecast.boost``)."""
 
     base: str  # the composite that gets boosted
     load: MetricDef  # the workload's load (request rate), summed over its pods
@@ -341,7 +342,8 @@ def _parse_layout(i: int, raw: Any) -> Layout:
 
 
 def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names: tuple[str, ...] = ()) -> ForecastDef:
-    from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS  # the registry is small; imported only to validate
+    # The registry is small; imported only to validate.
+    from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
 
     where = "forecast"
     entry = _mapping(raw, where)
