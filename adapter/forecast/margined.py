@@ -13,6 +13,7 @@ If one part of the mean cannot fit (``ForecastError``), the other is served alon
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -46,6 +47,35 @@ def wear_margin(
         return base
     hist = prepare(values, step_s=step_s, min_points=min_points, max_trailing_gap=max_trailing_gap)
     return WithMargin(base=base, values=hist.values, skip=hist.skip, quantile=quantile, z=z)
+
+
+class _MarginParams(Protocol):
+    """What a margined model holds of the margin's parameters (read-only: the models are frozen)."""
+
+    @property
+    def quantile(self) -> float | None: ...
+
+    @property
+    def z(self) -> float: ...
+
+    @property
+    def min_points(self) -> int: ...
+
+    @property
+    def max_trailing_gap(self) -> int: ...
+
+
+def _wear(model: _MarginParams, base: Replaying, values: np.ndarray, step_s: float) -> Fitted:
+    """``base`` wearing the earned margin with ``model``'s margin and history parameters."""
+    return wear_margin(
+        base,
+        values,
+        step_s=step_s,
+        quantile=model.quantile,
+        z=model.z,
+        min_points=model.min_points,
+        max_trailing_gap=model.max_trailing_gap,
+    )
 
 
 @dataclass(frozen=True)
@@ -84,15 +114,7 @@ class ArMargin:
         base = AutoRegressive(
             p=self.p, drift=self.drift, min_points=self.min_points, max_trailing_gap=self.max_trailing_gap
         ).fit(values, step_s=step_s, start_ts=start_ts)
-        return wear_margin(
-            base,
-            values,
-            step_s=step_s,
-            quantile=self.quantile,
-            z=self.z,
-            min_points=self.min_points,
-            max_trailing_gap=self.max_trailing_gap,
-        )
+        return _wear(self, base, values, step_s)
 
     def history_points(self, step_s: float, default: int) -> int:
         """The recent past only: ``default``."""
@@ -146,15 +168,7 @@ class SesArMargin:
             assert first_error is not None
             raise first_error
         base: Replaying = fitted[0] if len(fitted) == 1 else _Mean(tuple(fitted))
-        return wear_margin(
-            base,
-            values,
-            step_s=step_s,
-            quantile=self.quantile,
-            z=self.z,
-            min_points=self.min_points,
-            max_trailing_gap=self.max_trailing_gap,
-        )
+        return _wear(self, base, values, step_s)
 
     def history_points(self, step_s: float, default: int) -> int:
         """The recent past only: ``default``."""
