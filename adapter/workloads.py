@@ -67,6 +67,7 @@ class ForecastState:
     reason: str
     boost: float
     fit_seconds: float = 0.0
+    rise: float = 0.0  # the boost's upper-quantile floor was 1 + rise (0: none; forecast.rise_quantile)
 
     @property
     def peak(self) -> float | None:
@@ -120,7 +121,14 @@ def fit_history(values: np.ndarray, *, step_ts: float, spec: ForecastDef) -> For
     rise = rise_quantile(values, spec.rise_lead_steps, spec.rise_quantile) if spec.rise_quantile > 0 else None
     boost, reason = boost_factor(current, forecast, spec.max_boost, rise=rise or 0.0)
     return ForecastState(
-        step_ts, current, forecast if reason == "ok" else None, model_name, reason, boost, time.perf_counter() - started
+        step_ts,
+        current,
+        forecast if reason == "ok" else None,
+        model_name,
+        reason,
+        boost,
+        time.perf_counter() - started,
+        rise=(rise or 0.0) if reason == "ok" else 0.0,
     )
 
 

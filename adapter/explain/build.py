@@ -234,6 +234,7 @@ def explain_forecast(key: WorkloadKey, state: ForecastState | None, boost: float
         values,
         state.peak,
         state.step_ts,
+        state.rise,
     )
 
 

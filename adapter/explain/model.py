@@ -59,6 +59,7 @@ class ForecastExplanation:
     forecast: list[float] | None
     peak: float | None
     step_ts: float | None
+    rise: float = 0.0  # the boost is at least 1 + rise (forecast.rise_quantile of the load's own rises)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def renderables(ex: Explanation) -> list[RenderableType]:
             Text(
                 f"forecast for {f.workload}: model {f.model or '-'}, {f.reason}; load now "
                 f"{_num(f.current_load)} req/s, forecast [{fc}] (peak {_num(f.peak)}), "
-                f"boost {f.boost:g}"
+                f"rise {f.rise:.1%}, boost {f.boost:g}"
             )
         )
     if ex.hpa is not None:

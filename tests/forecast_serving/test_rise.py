@@ -33,6 +33,10 @@ def test_a_jumpy_workload_is_boosted_by_at_least_its_own_rise() -> None:
     assert state.reason == plain.reason == "ok"
     assert state.boost >= 1.0 + rise - 1e-12
     assert state.boost > plain.boost
+    # The state says what the boost was made of (explain shows it): its rise, and the point peak's ratio.
+    assert state.rise == rise and plain.rise == 0.0
+    assert state.current > 0 and state.peak is not None
+    assert state.boost == min(max(state.peak / state.current, 1.0 + rise), spec.max_boost)
     np.testing.assert_array_equal(state.forecast, plain.forecast)  # the served forecast is the model's own
 
 
