@@ -181,13 +181,8 @@ class PrometheusProvider:
         query = render(mdef, self.catalog, Scope(namespace), metric_selector)
         samples = await self.client.query(query, at)
         rejected = Rejections()
-        # The composites asked for in this namespace that use this metric, with their other terms' values now.
-        composites: list[tuple[str, list[NamespaceValues | None]]] = []
-        for ns, composite, sel in list(self._fused):
-            if ns == namespace and sel == metric_selector and name in (names := self._names(composite)):
-                composites.append((composite, [None if n == name else self._peek_value((ns, n, sel)) for n in names]))
 
-        def reduce() -> tuple[NamespaceValues, list[tuple[str, FusedValues]]]:
+        def reduce() -> NamespaceValues:
             values = reduce_by_pod(
                 samples,
                 self.catalog.layouts_for(mdef),
@@ -197,17 +192,25 @@ class PrometheusProvider:
                 nonnegative=mdef.nonnegative,
                 rejected=rejected,
             )
-            loaded = NamespaceValues(query, values, {pod: quantity(pv.value) for pod, pv in values.items()})
-            fused = []
-            for composite, sources in composites:
-                terms = [loaded if v is None else v for v in sources]
-                if all(isinstance(v, NamespaceValues) for v in terms):
-                    fused.append((composite, self._fuse_namespace(composite, tuple(terms))))
-            return loaded, fused
+            return NamespaceValues(query, values, {pod: quantity(pv.value) for pod, pv in values.items()})
 
-        loaded, fused = await asyncio.to_thread(reduce)
-        for composite, values in fused:
-            self._fused[(namespace, composite, metric_selector)] = values
+        loaded = await asyncio.to_thread(reduce)
+        # The composites asked for in this namespace that use this metric, fused with the other terms' values as
+        # stored now. Two terms may refresh at once: each then fused with the other's old value. So a fusion is
+        # kept only if the other values are still the stored ones when it is done, else it is redone; the last
+        # refresh to finish sees every other term's newest value, so what stays fused is current.
+        for ns, composite, sel in list(self._fused):
+            if ns != namespace or sel != metric_selector or name not in (names := self._names(composite)):
+                continue
+            for _ in range(3):
+                sources = [loaded if n == name else self._peek_value((ns, n, sel)) for n in names]
+                if not all(isinstance(v, NamespaceValues) for v in sources):
+                    break
+                terms = tuple(v for v in sources if v is not None)
+                values = await asyncio.to_thread(self._fuse_namespace, composite, terms)
+                if all(v is loaded or v is self._peek_value((ns, n, sel)) for n, v in zip(names, terms, strict=True)):
+                    self._fused[(namespace, composite, metric_selector)] = values
+                    break
         self._report_rejected(name, namespace, rejected)
         return loaded
 
