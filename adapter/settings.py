@@ -19,6 +19,7 @@ import yaml
 
 from adapter.backend_access import BackendAccess, Flavour
 from adapter.errors import ConfigError
+from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
 from adapter.store import StoreConfig
 
 Reduce = Literal["p90", "sum", "max", "mean", "min", "any_nonzero"]
@@ -132,7 +133,7 @@ class ForecastDef:
     step_s: float = 300.0
     history_points: int = 120
     horizon_steps: int = 6
-    model: str = "ses_ar_margin"  # adapter.forecast.registry.DEFAULT_MODEL
+    model: str = DEFAULT_MODEL
     max_boost: float = 3.0
     # The boost's upper-quantile part (``adapter.forecast.boost.rise_quantile``): the load's rise within
     # ``rise_lead_steps`` at this quantile of the fitted history; 0 turns it off.
@@ -342,9 +343,6 @@ def _parse_layout(i: int, raw: Any) -> Layout:
 
 
 def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names: tuple[str, ...] = ()) -> ForecastDef:
-    # The registry is small; imported only to validate.
-    from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
-
     where = "forecast"
     entry = _mapping(raw, where)
     known = {
