@@ -19,6 +19,7 @@ import yaml
 
 from adapter.backend_access import BackendAccess, Flavour
 from adapter.errors import ConfigError
+from adapter.forecast.boost import DEFAULT_MAX_BOOST
 from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
 from adapter.store import StoreConfig
 
@@ -134,7 +135,7 @@ class ForecastDef:
     history_points: int = 120
     horizon_steps: int = 6
     model: str = DEFAULT_MODEL
-    max_boost: float = 3.0
+    max_boost: float = DEFAULT_MAX_BOOST
     # The boost's upper-quantile part (``adapter.forecast.boost.rise_quantile``): the load's rise within
     # ``rise_lead_steps`` at this quantile of the fitted history; 0 turns it off.
     rise_quantile: float = 0.8
@@ -393,7 +394,7 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         ints[key] = int(value)
     model = str(entry.get("model", DEFAULT_MODEL))
     _require(model == AUTO or model in MODELS, f"{where}.model", f"{model!r} is not one of {sorted([*MODELS, AUTO])}")
-    max_boost = entry.get("max_boost", 3.0)
+    max_boost = entry.get("max_boost", DEFAULT_MAX_BOOST)
     _require(
         isinstance(max_boost, (int, float)) and not isinstance(max_boost, bool) and max_boost >= 1,
         f"{where}.max_boost",

@@ -5,17 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapter.forecast.boost import MIN_RISE_PAIRS, boost_factor, boosted, rise_quantile
+from adapter.forecast.boost import DEFAULT_MAX_BOOST, MIN_RISE_PAIRS, boost_factor, boosted, rise_quantile
 
 
 def test_boost_is_peak_over_current() -> None:
-    assert boost_factor(100.0, np.array([110.0, 150.0, 120.0])) == (1.5, "ok")
+    assert boost_factor(100.0, np.array([110.0, 150.0, 120.0]), max_boost=3.0) == (1.5, "ok")
 
 
 def test_boost_is_clamped_between_one_and_max() -> None:
     assert boost_factor(100.0, np.array([80.0, 90.0])) == (1.0, "ok")  # falling load never lowers the metric
-    assert boost_factor(100.0, np.array([1000.0])) == (3.0, "ok")
+    assert boost_factor(100.0, np.array([1000.0])) == (DEFAULT_MAX_BOOST, "ok")
     assert boost_factor(100.0, np.array([1000.0]), max_boost=2.0) == (2.0, "ok")
+    assert boost_factor(100.0, np.array([1000.0]), max_boost=3.0) == (3.0, "ok")
 
 
 @pytest.mark.parametrize(
@@ -78,8 +79,9 @@ def test_rise_quantile_skips_gaps_and_non_positive_origins_and_needs_enough_pair
 
 
 def test_rise_is_a_floor_under_an_ok_boost_only() -> None:
-    assert boost_factor(100.0, np.array([110.0]), rise=0.3) == (pytest.approx(1.3), "ok")
-    assert boost_factor(100.0, np.array([150.0]), rise=0.3) == (1.5, "ok")  # the forecast peak is higher
-    assert boost_factor(100.0, np.array([110.0]), rise=5.0) == (3.0, "ok")  # still clamped at max_boost
+    assert boost_factor(100.0, np.array([110.0]), 3.0, rise=0.3) == (pytest.approx(1.3), "ok")
+    assert boost_factor(100.0, np.array([150.0]), 3.0, rise=0.3) == (1.5, "ok")  # the forecast peak is higher
+    assert boost_factor(100.0, np.array([110.0]), 3.0, rise=5.0) == (3.0, "ok")  # still clamped at max_boost
+    assert boost_factor(100.0, np.array([110.0]), rise=5.0) == (DEFAULT_MAX_BOOST, "ok")  # the default bound
     assert boost_factor(100.0, None, rise=0.3) == (1.0, "no_forecast")  # a doubt still degrades to exactly 1
     assert boost_factor(100.0, np.array([110.0]), rise=float("nan")) == (pytest.approx(1.1), "ok")
