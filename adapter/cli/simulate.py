@@ -88,7 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         metavar="NAME",
         help="cpu, gpu, queue, composite, boosted[:MODEL], hpa; any but hpa may end in @TARGET "
-        "(repeatable; default: the five comparison policies)",
+        "(repeatable; default: the five comparison policies); clairvoyant[:LEAD]@REQ_PER_POD is a "
+        "bound, not a product: its HPA reads the trace's true peak demand over the next LEAD",
     )
     hpa.add_argument("--min-pods", type=int, default=None, help="override spec.minReplicas")
     hpa.add_argument("--max-pods", type=int, default=None, help="override spec.maxReplicas")
@@ -286,6 +287,8 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
 
         if len(policies) != 1:
             raise ValueError("--live runs exactly one policy: pass one --policy")
+        if policies[0].lead_s is not None:
+            raise ValueError("--live cannot run the clairvoyant policy: it reads the future from the trace")
         if duration is None:
             raise ValueError("--live needs --duration (it runs in wall time, compressed by --speed)")
         options = LiveOptions(

@@ -11,6 +11,11 @@ A policy is an autoscaling/v2 HPA: the user's manifest supplies ``minReplicas``,
 ``boosted[:MODEL]``       Pods ``<forecast.base>_boosted``, averageValue 1, boost from MODEL (default:
                           the catalog's ``forecast.model``)
 ``hpa``                   the manifest's own ``spec.metrics``, as written
+``clairvoyant[:LEAD]@T``  a bound, not a product: Pods ``clairvoyant_demand_per_pod``, averageValue ``T``
+                          (req/s per pod, required); every pod reads the trace's *true* peak demand over
+                          the next ``LEAD`` (default 0: the present) divided by the pod count, so the HPA's
+                          proportional rule sizes the fleet at ``T`` per pod (within its tolerance, as for
+                          any metric). Offline only
 ========================  ==========================================================================
 
 When the manifest itself has a Pods metric of the same name, its target is used instead of the default;
@@ -40,11 +45,15 @@ from adapter.errors import ConfigError
 from adapter.forecast.boost import boosted
 from adapter.forecast.registry import AUTO, MODELS
 from adapter.hpa.proposals import MetricReading
+from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec, MetricSpec, MetricTarget, hpa_from_dict
-from adapter.settings import Catalog, ForecastDef
+from adapter.settings import Catalog, ForecastDef, duration_seconds
 
 POLICY_NAMES: tuple[str, ...] = ("cpu", "gpu", "queue", "composite", "boosted")
 MANIFEST_POLICY = "hpa"
+CLAIRVOYANT_POLICY = "clairvoyant"
+# A simulator-only metric: the server never serves it (no catalog entry); only the clairvoyant policy reads it.
+CLAIRVOYANT_METRIC = "clairvoyant_demand_per_pod"
 
 GPU_METRIC = "gpu_utilization_p90"
 QUEUE_METRIC = "inference_queue_depth"
@@ -62,12 +71,15 @@ class PolicyError(ConfigError):
 
 @dataclass(frozen=True)
 class Policy:
-    """One scaling policy: a name, the HPA it runs, and the forecast behind a boosted metric (if any)."""
+    """One scaling policy: a name, the HPA it runs, and the forecast behind a boosted metric (if any).
+
+    ``lead_s`` is set only for the clairvoyant bound: how far ahead it reads the true demand."""
 
     name: str
     description: str
     hpa: HPASpec
     forecast: ForecastDef | None = None
+    lead_s: float | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -179,7 +191,7 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
     """
     head, _, target_text = name.partition("@")
     kind, _, model = head.partition(":")
-    if model and kind != "boosted":
+    if model and kind not in ("boosted", CLAIRVOYANT_POLICY):
         raise PolicyError(f"policy {name!r}: only boosted takes a model (boosted:MODEL)")
     target: float | None = None
     if target_text:
@@ -233,6 +245,16 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
             f"Pods {metric}, averageValue {milli / 1000:g}, forecast model {model}",
             forecast,
         )
+    if kind == CLAIRVOYANT_POLICY:
+        if target is None:
+            raise PolicyError(f"policy {name!r}: clairvoyant needs @TARGET, the req/s per pod it holds")
+        lead_s = _lead(name, model)
+        milli = max(1, round(target * 1000))
+        policy = with_metric(
+            _pods_metric(CLAIRVOYANT_METRIC, milli),
+            f"clairvoyant: true peak demand over the next {lead_s:g} s / {milli / 1000:g} req/s per pod",
+        )
+        return replace(policy, lead_s=lead_s)
     if kind == MANIFEST_POLICY:
         manifest_forecast: ForecastDef | None = None
         for m in base.metrics:
@@ -240,8 +262,35 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
             if catalog.forecast is not None and m.name == catalog.forecast.boosted:
                 manifest_forecast = catalog.forecast
         return Policy(name=name, description="the manifest's own spec.metrics", hpa=base, forecast=manifest_forecast)
-    known = ", ".join([*POLICY_NAMES, "boosted:MODEL", MANIFEST_POLICY]) + " (each but hpa may end in @TARGET)"
+    known = (
+        ", ".join([*POLICY_NAMES, "boosted:MODEL", MANIFEST_POLICY, "clairvoyant[:LEAD]@TARGET"])
+        + " (each but hpa may end in @TARGET)"
+    )
     raise PolicyError(f"unknown policy {name!r}; known: {known}")
+
+
+def _lead(name: str, text: str) -> float:
+    """Seconds of a clairvoyant policy's ``:LEAD`` (``0``, ``30s``, ``5m``...; empty = 0)."""
+    if text in ("", "0"):
+        return 0.0
+    try:
+        return duration_seconds(text, fractional=True)
+    except ValueError:
+        raise PolicyError(f"policy {name!r}: the lead after : must be a duration such as 0, 90s or 5m") from None
+
+
+def clairvoyant_reading(peak_rps: float, pods: Sequence[PodInfo]) -> MetricReading:
+    """What the clairvoyant policy's HPA reads: every pod the controller counts (not deleted, not Failed) reads
+    ``peak_rps`` / their number, rounded by the server's Quantity rule, so the controller's ``ceil(n x average /
+    target)`` is ``ceil(peak_rps / target)`` whatever the fleet is doing (applied when outside its tolerance).
+    No pods: an empty reading (the controller's error)."""
+    if not (math.isfinite(peak_rps) and peak_rps >= 0):
+        raise ValueError(f"peak demand must be a finite number >= 0, got {peak_rps!r}")
+    names = [p.name for p in pods if not p.deleted and p.phase != "Failed"]
+    if not names:
+        return MetricReading.pods({})
+    value = to_milli(peak_rps / len(names))
+    return MetricReading.pods(dict.fromkeys(names, value))
 
 
 def check_metric(metric: MetricSpec, catalog: Catalog) -> None:

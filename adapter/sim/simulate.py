@@ -48,7 +48,14 @@ from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool, SimulationError
 from adapter.sim.forecasting import BoostTracker, history_span_s, warmup_history
 from adapter.sim.latency import SLO_QUANTILE, UPPER, WaitModel, histogram_quantile, knee_rate
 from adapter.sim.observer import DEFAULT_METRIC_DELAY_S, Observer
-from adapter.sim.policies import LATENCY_METRIC, CpuModel, Policy, average_usage, readings
+from adapter.sim.policies import (
+    LATENCY_METRIC,
+    CpuModel,
+    Policy,
+    average_usage,
+    clairvoyant_reading,
+    readings,
+)
 from adapter.sim.trace import ScaledTrace
 
 __all__ = [
@@ -232,6 +239,15 @@ def end_time(trace: ScaledTrace, config: SimulationConfig) -> float:
     return end
 
 
+def peak_demand(trace: ScaledTrace, now: float, lead_s: float) -> float:
+    """The trace's highest arrival rate over ``[now, now + lead_s]`` (req/s): the rate at ``now`` and at every
+    window start inside the span (the rate is held within a window). What only a clairvoyant knows."""
+    step, start = trace.trace.step_s, trace.trace.start_s
+    first = start + (math.floor((now - start) / step + _EPS) + 1) * step
+    times = [now, *np.arange(first, now + lead_s + _EPS, step)]
+    return max(trace.rate_at(float(t)).rate for t in times)
+
+
 def reads_latency(policy: Policy, catalog: Catalog) -> bool:
     """True when one of the policy's metrics depends on the latency P99 (itself or through a composite)."""
     names = set(policy.metric_names)
@@ -295,8 +311,11 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
         now = float(series.t[i])
         boost = tracker.boost(now, fleet.ledger.completions) if tracker is not None else 1.0
         view = observer.observed(now, latency=needs_latency)
-        metrics = readings(spec, view, catalog, boost)
         pods = observer.pods(now)
+        if policy.lead_s is None:
+            metrics = readings(spec, view, catalog, boost)
+        else:
+            metrics = [clairvoyant_reading(peak_demand(trace, now, policy.lead_s), pods)]
         current = fleet.desired
         decision = model.reconcile(now, spec_replicas=current, status_replicas=len(pods), metrics=metrics, pods=pods)
         if decision.rescale:

@@ -408,6 +408,8 @@ def test_cli_on_a_generic_csv(tmp_path: Path) -> None:
         (["--value-col", "missing", "--time-col", "ts"], "no column"),
         (["--load-time", "3m..1m"], "range"),
         (["--live", "--policy", "cpu", "--duration", "1h"], "Pods metrics only"),
+        (["--live", "--policy", "clairvoyant:5m@30", "--duration", "1h"], "cannot run the clairvoyant policy"),
+        (["--policy", "clairvoyant"], "needs @TARGET"),
     ],
 )
 def test_cli_user_errors_are_one_line(tmp_path: Path, extra: list[str], message: str) -> None:
