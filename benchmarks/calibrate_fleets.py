@@ -31,6 +31,7 @@ from adapter.calibrate.history import simulated_history
 from adapter.calibrate.knee import calibrate
 from adapter.cli.backtest import parse_duration
 from adapter.settings import load_catalog
+from adapter.sim.accounting import frontier_cost
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.simulate import latency_window
 from adapter.sim.trace import load_trace
@@ -49,6 +50,8 @@ FLEETS: dict[str, tuple[float, str, str, str]] = {
     "fast-model": (25.0, "60ms", "60s..300s", "0.8s"),
 }
 POLICIES = ("boosted", "composite", "gpu")
+# --bound: clairvoyant targets as fractions of the knee (benchmarks/information_bound.py's grid).
+BOUND_FRACTIONS = (1 / 1.1, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6)
 
 
 def _catalog_for(fleet: str, out: Path, base_path: Path | None) -> tuple[Path | None, float]:
@@ -104,9 +107,15 @@ def main(argv: list[str] | None = None) -> int:
         help="base catalog (default: the embedded one); each fleet gets its calibrated composite",
     )
     parser.add_argument("--start", default="auto", help="simulate --start (default auto: after the warm-up)")
+    parser.add_argument(
+        "--bound",
+        action="store_true",
+        help="also run the clairvoyant yardstick (benchmarks/information_bound.py) at lead 0 per fleet",
+    )
     args = parser.parse_args(argv)
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
     rows = []
+    frontiers: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for fleet in args.fleet or list(FLEETS):
             cap, service, load, slo = FLEETS[fleet]
@@ -139,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 "2",
             ]
             cmd += [x for p in POLICIES for x in ("--policy", p)]
+            bound = {f: f"clairvoyant@{f * knee:.2f}" for f in BOUND_FRACTIONS} if args.bound else {}
+            cmd += [x for p in bound.values() for x in ("--policy", p)]
             if catalog is not None:
                 cmd += ["--catalog", str(catalog)]
             t0 = time.perf_counter()
@@ -150,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             minutes = round(doc["inputs"]["duration_s"] / 60)
             by = {p["policy"]: p for p in doc["policies"]}
             rows.append((fleet, cap, service, load, slo, knee, oracle, minutes, by))
+            if bound:
+                curve = [
+                    (100 * by[n]["slo_violation_minutes"] / minutes, by[n]["gpu_hours"] / oracle)
+                    for n in bound.values()
+                ]
+                frontiers[fleet] = curve
     print(
         "\n| fleet | capacity | service | load time | SLO | knee | oracle GPU-h | policy | violation minutes | "
         "GPU-hours | × oracle |"
@@ -175,6 +192,22 @@ def main(argv: list[str] | None = None) -> int:
             f"- {fleet}: {100 * fewer:+.0f} % fewer minutes, {100 * (b['gpu_hours'] / c['gpu_hours'] - 1):+.1f} % "
             "GPU-hours"
         )
+    if frontiers:
+        print(
+            "\nthe present-knowledge frontier (clairvoyant, lead 0, targets "
+            + ", ".join(f"{f:.2f}" for f in BOUND_FRACTIONS)
+            + " x knee) read at each policy's violation share:"
+        )
+        print("| fleet | policy | violation share | x oracle | frontier x oracle there | above it |")
+        print("|---|---|---:|---:|---:|---:|")
+        for fleet, _cap, _service, _load, _slo, _knee, oracle, minutes, by in rows:
+            for p in ("composite", "boosted"):
+                share = 100 * by[p]["slo_violation_minutes"] / minutes
+                x = by[p]["gpu_hours"] / oracle
+                c = frontier_cost(frontiers[fleet], share)
+                there = "outside the grid" if c is None else f"{c:.3f}"
+                gap = "" if c is None else f"{100 * (x / c - 1):+.1f} %"
+                print(f"| {fleet} | {p} | {share:.2f} % | {x:.3f} | {there} | {gap} |")
     return 0
 
 

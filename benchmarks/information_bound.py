@@ -37,6 +37,7 @@ TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.cs
 HPA = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
 sys.path.insert(0, str(REPO))
 
+from adapter.sim.accounting import frontier_cost  # noqa: E402
 from adapter.sim.trace import load_trace  # noqa: E402
 
 LEADS = ("0", "2m", "5m", "10m")
@@ -65,16 +66,6 @@ def _point(summary: dict) -> tuple[float, float]:
     """(violation share in %, x oracle) of one run."""
     minutes, total = float(summary["slo_violation_minutes"]), float(summary["minutes"])
     return 100.0 * minutes / max(total, 1.0), float(summary["x_oracle"])
-
-
-def cost_at(points: list[tuple[float, float]], share: float) -> float | None:
-    """The x oracle at violation share ``share`` on a frontier of (share %, x oracle) points, linear between
-    the two that bracket it (shares sorted descending as the cost rises); None outside the measured range."""
-    ordered = sorted(points, key=lambda p: p[1])
-    for (s0, c0), (s1, c1) in zip(ordered, ordered[1:], strict=False):
-        if min(s0, s1) <= share <= max(s0, s1) and s0 != s1:
-            return c0 + (c1 - c0) * (share - s0) / (s1 - s0)
-    return None
 
 
 def jump_recurrence(
@@ -142,12 +133,12 @@ def main() -> int:
         share, x = _point(runs[name])
         cells = []
         for lead in LEADS:
-            c = cost_at(frontiers[lead], share)
+            c = frontier_cost(frontiers[lead], share)
             cells.append("outside the grid" if c is None else f"{c:.3f} ({100 * (x / c - 1):+.1f} %)")
         minutes = int(runs[name]["slo_violation_minutes"])
         print(f"| {name} | {minutes} ({share:.2f} %) | {x:.3f} | " + " | ".join(cells) + " |")
     for lead in LEADS:
-        c = cost_at(frontiers[lead], 1.0)
+        c = frontier_cost(frontiers[lead], 1.0)
         print(f"lead {lead}: x oracle at 1 % of minutes: {'outside the grid' if c is None else f'{c:.3f}'}")
     trace = load_trace(args.trace)
     per_day = round(86_400.0 / trace.step_s)

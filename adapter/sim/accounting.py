@@ -10,6 +10,7 @@ the per-pod load at which the P99 still meets the SLO (``adapter.sim.latency.kne
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,17 @@ class RunTotals:
     scale_downs: int
     peak_queue: float
     gpus_per_pod: int
+
+
+def frontier_cost(points: Sequence[tuple[float, float]], share: float) -> float | None:
+    """The cost at violation share ``share`` on a trade-off curve of ``(violation share, cost)`` points (one
+    policy at several targets: dearer targets violate less), linear between the two points next in cost
+    that bracket ``share``; None when no pair brackets it (outside the measured range)."""
+    ordered = sorted(points, key=lambda p: p[1])
+    for (s0, c0), (s1, c1) in zip(ordered, ordered[1:], strict=False):
+        if s0 != s1 and min(s0, s1) <= share <= max(s0, s1):
+            return c0 + (c1 - c0) * (share - s0) / (s1 - s0)
+    return None
 
 
 def summarize(totals: RunTotals, *, oracle_gpu_hours: float | None = None) -> dict[str, float | int | str | None]:

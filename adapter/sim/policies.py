@@ -13,7 +13,8 @@ A policy is an autoscaling/v2 HPA: the user's manifest supplies ``minReplicas``,
 ``hpa``                   the manifest's own ``spec.metrics``, as written
 ``clairvoyant[:LEAD]@T``  a bound, not a product: Pods ``clairvoyant_demand_per_pod``, averageValue ``T``
                           (req/s per pod, required); every pod reads the trace's *true* peak demand over
-                          the next ``LEAD`` (default 0: the present) divided by the pod count, so the HPA's
+                          the ``LEAD`` (default 0: the present) after the instant every metric shows (the
+                          metric delay ago), divided by the pod count, so the HPA's
                           proportional rule sizes the fleet at ``T`` per pod (within its tolerance, as for
                           any metric). Offline only
 ========================  ==========================================================================

@@ -315,7 +315,9 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
         if policy.lead_s is None:
             metrics = readings(spec, view, catalog, boost)
         else:
-            metrics = [clairvoyant_reading(peak_demand(trace, now, policy.lead_s), pods)]
+            # As old as every other metric (--metric-delay): the yardstick differs in what it knows, not when.
+            seen = max(now - config.metric_delay_s, trace.trace.start_s)
+            metrics = [clairvoyant_reading(peak_demand(trace, seen, policy.lead_s), pods)]
         current = fleet.desired
         decision = model.reconcile(now, spec_replicas=current, status_replicas=len(pods), metrics=metrics, pods=pods)
         if decision.rescale:

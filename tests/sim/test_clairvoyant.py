@@ -10,6 +10,7 @@ import pytest
 
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import load_hpa
+from adapter.sim.accounting import frontier_cost
 from adapter.sim.policies import (
     CLAIRVOYANT_METRIC,
     PolicyError,
@@ -100,3 +101,27 @@ def test_foresight_buys_pods_before_a_step_and_the_present_alone_is_late() -> No
     # Both settle on the same fleet once the step is known: the target sets the size, the lead the timing.
     assert ahead.sync_desired[-1] == now.sync_desired[-1]
     assert 300.0 / (32.0 * 1.1) <= ahead.sync_desired[-1] <= 300.0 / (32.0 * 0.9)  # the HPA's tolerance band
+
+
+def test_frontier_cost_interpolates_between_the_bracketing_targets() -> None:
+    # (violation %, x oracle) of one policy at four targets, given in no particular order.
+    curve = [(0.5, 1.36), (2.5, 1.15), (1.5, 1.21), (0.7, 1.28)]
+    assert frontier_cost(curve, 2.0) == pytest.approx(1.18)  # halfway between 2.5 % at 1.15 and 1.5 % at 1.21
+    assert frontier_cost(curve, 1.5) == pytest.approx(1.21)
+    assert frontier_cost(curve, 0.6) == pytest.approx(1.32)
+    assert frontier_cost(curve, 3.0) is None and frontier_cost(curve, 0.1) is None  # outside: no extrapolation
+    assert frontier_cost([(0.0, 1.1), (0.0, 1.2)], 0.0) is None  # a flat run of shares brackets nothing
+
+
+def test_the_yardstick_is_as_old_as_every_metric() -> None:
+    """Lead 0 reads the demand of ``metric_delay_s`` ago, as the observed metrics do: the step at 30 minutes
+    moves the fleet exactly the delay later (after the same up-stabilization wait at every delay)."""
+    trace = step_trace([100.0, 100.0, 100.0, 300.0, 300.0, 300.0])
+    moves = {}
+    for delay in (0.0, 30.0, 60.0):
+        config = SimulationConfig(fleet=PHYSICS, duration_s=3600.0, metric_delay_s=delay)
+        run = run_policy(build_policy("clairvoyant@32", load_hpa(HPA_FILE), CATALOG), trace, config, CATALOG)
+        settled = int(run.sync_desired[int(np.searchsorted(run.sync_t, 1800.0)) - 1])
+        moves[delay] = float(run.sync_t[np.flatnonzero((run.sync_t >= 1800.0) & (run.sync_desired > settled))[0]])
+    assert moves[0.0] > 1800.0  # the 60 s up-stabilization window holds the first high recommendation back
+    assert moves[30.0] - moves[0.0] == 30.0 and moves[60.0] - moves[0.0] == 60.0
