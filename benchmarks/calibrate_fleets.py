@@ -15,10 +15,8 @@ Usage: python benchmarks/calibrate_fleets.py [--days 3] [--fleet NAME ...] [--ca
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from simrun import REPO, TRACE, simulate
 
 from adapter.calibrate.history import simulated_history
 from adapter.calibrate.knee import calibrate
@@ -35,10 +34,6 @@ from adapter.sim.accounting import frontier_cost
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.simulate import latency_window
 from adapter.sim.trace import load_trace
-
-REPO = Path(__file__).resolve().parents[1]
-TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
-HPA = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
 
 # name: (pod capacity req/s, service time, load-time range, P99 SLO). The SLO must sit above the idle P99
 # (about 3.4 x the service time at sigma 0.6): a fleet that misses it at zero load has no knee.
@@ -121,41 +116,14 @@ def main(argv: list[str] | None = None) -> int:
             cap, service, load, slo = FLEETS[fleet]
             catalog, knee = _catalog_for(fleet, Path(tmp), args.catalog)
             out = Path(tmp) / f"{fleet}.json"
-            cmd = [
-                sys.executable,
-                "-m",
-                "adapter",
-                "simulate",
-                "--trace",
-                str(TRACE),
-                "--hpa",
-                str(HPA),
-                "--pod-capacity",
-                f"{cap:g}",
-                "--service-time",
-                service,
-                "--load-time",
-                load,
-                "--slo-p99",
-                slo,
-                "--days",
-                f"{args.days:g}",
-                "--start",
-                args.start,
-                "--json",
-                str(out),
-                "--workers",
-                "2",
-            ]
-            cmd += [x for p in POLICIES for x in ("--policy", p)]
-            bound = {f: f"clairvoyant@{f * knee:.2f}" for f in BOUND_FRACTIONS} if args.bound else {}
-            cmd += [x for p in bound.values() for x in ("--policy", p)]
+            options = ["--pod-capacity", f"{cap:g}", "--service-time", service, "--load-time", load]
+            options += ["--slo-p99", slo, "--days", f"{args.days:g}", "--start", args.start, "--workers", "2"]
             if catalog is not None:
-                cmd += ["--catalog", str(catalog)]
+                options += ["--catalog", str(catalog)]
+            bound = {f: f"clairvoyant@{f * knee:.2f}" for f in BOUND_FRACTIONS} if args.bound else {}
             t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True)
+            doc = simulate(options, out, policies=[*POLICIES, *bound.values()])
             print(f"  {fleet}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-            doc = json.loads(out.read_text())
             # simulate's own oracle: its fleet model's knee (the calibrated knee agrees within a bin).
             oracle = float(doc["policies"][0]["oracle_gpu_hours"])
             minutes = round(doc["inputs"]["duration_s"] / 60)

@@ -22,19 +22,15 @@ trace: about 4.5 minutes on 2 cores)
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from simrun import REPO, TRACE, simulate
 
-REPO = Path(__file__).resolve().parents[1]
-TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
-HPA = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
 sys.path.insert(0, str(REPO))
 
 from adapter.sim.accounting import frontier_cost  # noqa: E402
@@ -47,19 +43,9 @@ SHIPPED = ("composite", "boosted")
 
 
 def _simulate(args: argparse.Namespace, policies: list[str], out: Path, *, probe: bool = False) -> dict:
-    cmd = [sys.executable, "-m", "adapter", "simulate", "--trace", str(args.trace), "--hpa", str(HPA)]
-    cmd += ["--start", args.start, "--workers", str(args.workers), "--json", str(out), *args.sim]
-    if probe:
-        cmd += ["--duration", "1h"]
-    elif args.days is not None:
-        cmd += ["--days", f"{args.days:g}"]
-    for p in policies:
-        cmd += ["--policy", p]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    if done.returncode != 0:
-        raise SystemExit(f"simulate failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    doc: dict = json.loads(out.read_text())
-    return doc
+    window = ["--duration", "1h"] if probe else ([] if args.days is None else ["--days", f"{args.days:g}"])
+    options = ["--start", args.start, "--workers", str(args.workers), *args.sim, *window]
+    return simulate(options, out, policies=policies, trace=args.trace)
 
 
 def _point(summary: dict) -> tuple[float, float]:

@@ -15,9 +15,7 @@ Usage: python benchmarks/rise_quantile_cv.py [--grid 0.7,0.75,0.8,0.85,0.9] [--w
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,10 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from simrun import REPO, simulate
 
-REPO = Path(__file__).resolve().parents[1]
-TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
-HPA = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
 CATALOG = REPO / "adapter" / "catalog.yaml"
 WEEK_1 = ("--start", "10h", "--duration", "158h")  # to day 7
 WEEK_2 = ("--start", "7d")  # to the end
@@ -50,29 +46,10 @@ class Run:
 
 
 def _simulate(window: tuple[str, ...], policy: str, catalog: Path, out: Path, workers: int) -> Run:
-    cmd = [
-        sys.executable,
-        "-m",
-        "adapter",
-        "simulate",
-        "--trace",
-        str(TRACE),
-        "--hpa",
-        str(HPA),
-        "--catalog",
-        str(catalog),
-        "--policy",
-        policy,
-        "--workers",
-        str(workers),
-        "--json",
-        str(out),
-        *window,
-    ]
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
+    doc = simulate(["--catalog", str(catalog), "--workers", str(workers), *window], out, policies=[policy])
     print(f"  {' '.join(window)} {policy} {catalog.name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    p = json.loads(out.read_text())["policies"][0]
+    p = doc["policies"][0]
     return Run(int(p["slo_violation_minutes"]), int(p["minutes"]), float(p["gpu_hours"]), float(p["x_oracle"]))
 
 

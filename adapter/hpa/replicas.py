@@ -164,6 +164,11 @@ def _cpu_unready(pod: PodInfo, timing: CpuReadiness) -> bool:
     return (not pod.ready) and pod.start_time + timing.delay_of_initial_readiness_status > transition
 
 
+def is_ignored(pod: PodInfo) -> bool:
+    """``groupPods``' first test: a pod being deleted or Failed is left out of every calculation."""
+    return pod.deleted or pod.phase == "Failed"
+
+
 def group_pods(
     pods: Sequence[PodInfo],
     metrics: Mapping[str, int],
@@ -181,7 +186,7 @@ def group_pods(
     missing: set[str] = set()
     ignored: set[str] = set()
     for pod in pods:
-        if pod.deleted or pod.phase == "Failed":
+        if is_ignored(pod):
             ignored.add(pod.name)
             continue
         if pod.phase == "Pending":

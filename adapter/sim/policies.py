@@ -46,7 +46,7 @@ from adapter.errors import ConfigError
 from adapter.forecast.boost import boosted
 from adapter.forecast.registry import AUTO, MODELS
 from adapter.hpa.proposals import MetricReading
-from adapter.hpa.replicas import PodInfo
+from adapter.hpa.replicas import PodInfo, is_ignored
 from adapter.hpa.spec import HPASpec, MetricSpec, MetricTarget, hpa_from_dict
 from adapter.settings import Catalog, ForecastDef, duration_seconds
 
@@ -287,7 +287,7 @@ def clairvoyant_reading(peak_rps: float, pods: Sequence[PodInfo]) -> MetricReadi
     No pods: an empty reading (the controller's error)."""
     if not (math.isfinite(peak_rps) and peak_rps >= 0):
         raise ValueError(f"peak demand must be a finite number >= 0, got {peak_rps!r}")
-    names = [p.name for p in pods if not p.deleted and p.phase != "Failed"]
+    names = [p.name for p in pods if not is_ignored(p)]
     if not names:
         return MetricReading.pods({})
     value = to_milli(peak_rps / len(names))

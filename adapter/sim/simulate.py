@@ -310,11 +310,10 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
     for i in range(n_syncs):
         now = float(series.t[i])
         boost = tracker.boost(now, fleet.ledger.completions) if tracker is not None else 1.0
-        view = observer.observed(now, latency=needs_latency)
         pods = observer.pods(now)
         if policy.lead_s is None:
-            metrics = readings(spec, view, catalog, boost)
-        else:
+            metrics = readings(spec, observer.observed(now, latency=needs_latency), catalog, boost)
+        else:  # the yardstick reads the trace, not the pods: no view to take
             # As old as every other metric (--metric-delay): the yardstick differs in what it knows, not when.
             seen = max(now - config.metric_delay_s, trace.trace.start_s)
             metrics = [clairvoyant_reading(peak_demand(trace, seen, policy.lead_s), pods)]
