@@ -18,7 +18,8 @@ Rules (documented in the README):
   re-weighted number would be a different metric), unless the term says ``when_missing: idle`` (it then
   reads 0: a latency histogram with no finished request in the window means no latency load);
 - a term with ``omit_pod`` that has no data for *any* pod in scope while other terms do is a partial answer
-  (an exporter missing, a broken query): ``unservable_terms`` names it and the caller answers 503.
+  (an exporter missing, a broken query): ``unservable_terms`` names it and the caller answers 503;
+- the forecast-boosted composite is the composite at ``boost`` times the load, term by term (``at_load``).
 """
 
 from __future__ import annotations
@@ -244,6 +245,28 @@ def fuse(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]
             continue
         out[pod] = CompositeValue(value=value, ts=max(pv.ts for _, pv in present), terms=tuple(parts), missing=missing)
     return out
+
+
+def at_load(cv: CompositeValue, flat: Collection[str], boost: float) -> float:
+    """The pod's composite at ``boost`` times its load: what the boosted composite serves.
+
+    A term that tracks load reads ``boost`` times its value. A ``flat`` term (a presence term, e.g. GPU
+    utilization pinned near 100 % on any busy pod: ``Term.flat``) rises with the load only up to its target
+    and never falls below what it reads: a saturated one stays as it is, one that still tracks load on this
+    fleet (a GPU below its busy level) rises like the others until it saturates. So a boost b buys b times the
+    pods whether or not the catalog's flat marking fits the fleet (multiplying the whole composite bought
+    ``(1 - f) b / (1 - f b)`` times the pods with a saturated flat share f). Never below ``cv.value``; a
+    boost that is not a finite number >= 1 changes nothing.
+    """
+    if not math.isfinite(boost) or boost <= 1.0:
+        return cv.value
+    total = 0.0
+    for t in cv.terms:
+        if t.metric in flat:
+            total += t.weight * max(t.normalized, min(boost * t.normalized, 1.0))
+        else:
+            total += t.weight * boost * t.normalized
+    return max(total, cv.value)
 
 
 def unservable_terms(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]) -> list[str]:

@@ -183,6 +183,12 @@ class Observability:
         self.catalog_loaded = Gauge(
             PREFIX + "catalog_loaded_timestamp_seconds", "Unix time the metric catalog in use was loaded", registry=r
         )
+        self.boost_flat_share = Gauge(
+            PREFIX + "boost_flat_share",
+            "Weight share of the boosted composite's flat terms, which the boost raises only up to their target: "
+            "with them saturated, served = composite + (boost - 1) x (composite - flat share)",
+            registry=r,
+        )
         self.fit_seconds = Histogram(
             PREFIX + "forecast_fit_duration_seconds",
             "Time one forecast fit took",
@@ -236,6 +242,7 @@ class Observability:
         self.catalog_rules.labels("composite").set(len(catalog.composites))
         self.catalog_rules.labels("forecast").set(len(catalog.forecast_names()))
         self.catalog_loaded.set(self.clock() if loaded_at is None else loaded_at)
+        self.boost_flat_share.set(catalog.boost_flat_share)
 
     # -- HTTP --------------------------------------------------------------------------------------
     def request(self, route: str, version: str, code: int, seconds: float) -> None:

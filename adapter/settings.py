@@ -19,7 +19,7 @@ import yaml
 
 from adapter.backend_access import BackendAccess, Flavour
 from adapter.errors import ConfigError
-from adapter.forecast.boost import DEFAULT_MAX_BOOST
+from adapter.forecast.boost import DEFAULT_MAX_BOOST, DEFAULT_RISE_QUANTILE
 from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
 from adapter.store import StoreConfig
 
@@ -100,6 +100,8 @@ class Term:
     service time) still grows in proportion to the load. ``when_missing`` says what a pod without data for
     this term gets: ``omit_pod`` (no composite for that pod) or ``idle`` (the term reads 0: for a latency
     term, no request finished in the window means no latency load).
+    ``flat`` marks a presence term: it reads its target at any busy load (``calibrate`` finds GPU utilization
+    pinned near 100 % below the knee), so it says "busy", not "how busy"; the boost raises it only up to its target.
     """
 
     metric: str
@@ -107,6 +109,7 @@ class Term:
     target: float
     idle: float = 0.0
     when_missing: WhenMissing = "omit_pod"
+    flat: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,16 @@ class CompositeDef:
     terms: tuple[Term, ...]
     objects: Combine
 
+    @property
+    def flat_metrics(self) -> frozenset[str]:
+        """The metrics of the ``flat`` terms (``adapter.aggregate.at_load`` raises them only up to their target)."""
+        return frozenset(t.metric for t in self.terms if t.flat)
+
+    @property
+    def flat_share(self) -> float:
+        """The weight share of the ``flat`` terms: what the composite reads on a busy pod at any load."""
+        return sum(t.weight for t in self.terms if t.flat) / sum(t.weight for t in self.terms)
+
 
 BOOSTED_SUFFIX = "_boosted"
 FORECAST_METRIC = "llm_load_forecast"
@@ -126,7 +139,8 @@ BOOST_METRIC = "llm_load_boost"
 
 @dataclass(frozen=True)
 class ForecastDef:
-    """The forecast-boosted composite: ``<base>_boosted = base × boost``, with
+    """The forecast-boosted composite: ``<base>_boosted`` = the base composite at ``boost`` times the load
+    (``adapter.aggregate.at_load``: its ``flat`` terms up to their target, the rest times the boost), with
     ``boost = clamp(max(peak forecast / current load, 1 + rise), 1, max)`` (``adapter.forecast.boost``)."""
 
     base: str  # the composite that gets boosted
@@ -138,7 +152,7 @@ class ForecastDef:
     max_boost: float = DEFAULT_MAX_BOOST
     # The boost's upper-quantile part (``adapter.forecast.boost.rise_quantile``): the load's rise within
     # ``rise_lead_steps`` at this quantile of the fitted history; 0 turns it off.
-    rise_quantile: float = 0.8
+    rise_quantile: float = DEFAULT_RISE_QUANTILE
     rise_lead_steps: int = 3
     forget_after_s: float = 3600.0
     workloads: tuple[tuple[str, str], ...] = ()  # (namespace, deployment) always forecast
@@ -170,6 +184,11 @@ class Catalog:
         if self.forecast is None:
             return []
         return [self.forecast.boosted, FORECAST_METRIC, BOOST_METRIC]
+
+    @property
+    def boost_flat_share(self) -> float:
+        """The boosted composite's flat share (``adapter.aggregate.at_load``); 0 without a forecast section."""
+        return 0.0 if self.forecast is None else self.composites[self.forecast.base].flat_share
 
     @property
     def pod_labels(self) -> tuple[str, ...]:
@@ -298,7 +317,7 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
         t = _mapping(raw_term, tw)
         metric = _str(t, "metric", tw)
         _require(metric in metrics, f"{tw}.metric", f"{metric!r} is not a metric of this catalog")
-        unknown_t = set(t) - {"metric", "weight", "target", "idle", "when_missing"}
+        unknown_t = set(t) - {"metric", "weight", "target", "idle", "when_missing", "flat"}
         _require(not unknown_t, tw, f"unknown keys {sorted(unknown_t)}")
         weight, target = _number(t, "weight", tw), _number(t, "target", tw)
         idle = _number(t, "idle", tw) if "idle" in t else 0.0
@@ -311,8 +330,17 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
             f"{tw}.when_missing",
             f"{when_missing!r} is not one of {get_args(WhenMissing)}",
         )
-        terms.append(Term(metric=metric, weight=weight, target=target, idle=idle, when_missing=when_missing))  # type: ignore[arg-type]
+        flat = t.get("flat", False)
+        _require(isinstance(flat, bool), f"{tw}.flat", f"must be true or false, got {flat!r}")
+        terms.append(
+            Term(metric=metric, weight=weight, target=target, idle=idle, when_missing=when_missing, flat=flat)  # type: ignore[arg-type]
+        )
     objects = _str(entry, "objects", where, "mean")
+    _require(
+        not all(t.flat for t in terms),
+        f"{where}.terms",
+        "every term is flat: nothing would track load (the boost would have nothing to scale)",
+    )
     _require(objects in get_args(Combine), f"{where}.objects", f"{objects!r} is not one of {get_args(Combine)}")
     return CompositeDef(name=name, help=str(entry.get("help", "")), terms=tuple(terms), objects=objects)  # type: ignore[arg-type]
 
@@ -400,7 +428,7 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         f"{where}.max_boost",
         "a number >= 1",
     )
-    rise_q = entry.get("rise_quantile", 0.8)
+    rise_q = entry.get("rise_quantile", DEFAULT_RISE_QUANTILE)
     _require(
         isinstance(rise_q, (int, float)) and not isinstance(rise_q, bool) and 0 <= rise_q < 1,
         f"{where}.rise_quantile",

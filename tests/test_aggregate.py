@@ -6,7 +6,18 @@ import math
 
 import numpy as np
 
-from adapter.aggregate import PodValue, Rejections, attribute, combine, fuse, reduce_by_pod, unservable_terms
+from adapter.aggregate import (
+    CompositeValue,
+    PodValue,
+    Rejections,
+    TermValue,
+    at_load,
+    attribute,
+    combine,
+    fuse,
+    reduce_by_pod,
+    unservable_terms,
+)
 from adapter.samples import Sample
 from adapter.settings import Term, load_catalog
 
@@ -90,6 +101,34 @@ def test_unservable_terms_names_a_required_term_absent_for_every_pod() -> None:
     assert unservable_terms(terms, {"gpu": {}, "queue": {}, "lat": {}}) == []
     # Data for some pods only is served for those pods (the others are omitted by fuse).
     assert unservable_terms(terms, {"gpu": both, "queue": {"b": PodValue(1, 0, 1)}, "lat": {}}) == []
+
+
+def _pod(gpu: float, latency: float) -> CompositeValue:
+    """A pod of the shipped composite's shape: a GPU term (0.4) and a latency term (0.3) normalized as
+    given, an empty queue (0.3 x 0)."""
+    terms = (
+        TermValue("gpu_utilization_p90", 0.0, gpu, 0.4, 0.4 * gpu),
+        TermValue("inference_queue_depth", 0.0, 0.0, 0.3, 0.0),
+        TermValue("inference_latency_p99_seconds", 0.0, latency, 0.3, 0.3 * latency),
+    )
+    return CompositeValue(sum(t.contribution for t in terms), 0.0, terms, ())
+
+
+def test_at_load_boosts_the_terms_that_track_load_and_a_flat_one_only_up_to_its_target() -> None:
+    flat = frozenset({"gpu_utilization_p90"})
+    # A busy pod: the GPU saturated (1.0) stays; the latency term x 1.5.
+    assert at_load(_pod(1.0, 2.0), flat, 1.5) == math.fsum([0.4, 0.3 * 3.0])
+    assert at_load(_pod(1.04, 2.0), flat, 1.5) == math.fsum([0.4 * 1.04, 0.3 * 3.0])  # above target: as read
+    # A GPU that still tracks load (0.5 of its busy level) rises with it, up to its target.
+    assert at_load(_pod(0.5, 1.0), flat, 1.5) == math.fsum([0.4 * 0.75, 0.3 * 1.5])
+    assert at_load(_pod(0.8, 1.0), flat, 1.5) == math.fsum([0.4 * 1.0, 0.3 * 1.5])
+    # Nothing flat: every term (so the whole composite) x the boost.
+    assert math.isclose(at_load(_pod(1.0, 2.0), frozenset(), 1.5), 1.5 * _pod(1.0, 2.0).value)
+    # Boost 1, below 1 or not a number: the composite as it is (never lowered).
+    for boost in (1.0, 0.5, math.nan, math.inf):
+        assert at_load(_pod(1.0, 2.0), flat, boost) == _pod(1.0, 2.0).value
+    # An idle pod stays idle.
+    assert at_load(_pod(0.0, 0.0), flat, 2.0) == 0.0
 
 
 def test_combine() -> None:

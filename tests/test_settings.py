@@ -31,6 +31,9 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
         ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
         ("inference_latency_p99_seconds", 0.3, 0.483, 0.2567, "idle"),
     ]
+    # The GPU term is the flat (presence) one the boost leaves alone: 0.4 of the composite.
+    assert [t.flat for t in comp.terms] == [True, False, False]
+    assert comp.flat_share == pytest.approx(0.4) and cat.boost_flat_share == comp.flat_share
     assert cat.metrics["gpu_utilization_p90"].query.startswith("quantile by (<<by>>) (0.9, DCGM_FI_DEV_GPU_UTIL")
     assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
 
@@ -67,6 +70,19 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
             ["composites", "llm_composite_load", "terms"],
             [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "floor": 0}],
             "terms[0]",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "flat": "yes"}],
+            "terms[0].flat",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [
+                {"metric": "gpu_utilization_p90", "weight": 1, "target": 90, "flat": True},
+                {"metric": "inference_queue_depth", "weight": 1, "target": 1, "flat": True},
+            ],
+            "every term is flat",
         ),
         (["layouts"], [{"pod": "bad-label", "namespace": "namespace"}], "layouts[0]"),
         (["cache_ttl_seconds"], -1, "cache_ttl_seconds"),

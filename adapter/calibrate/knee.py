@@ -49,6 +49,7 @@ MIN_BIN_REQUESTS = 500.0
 # a latency's slope grows with the batch).
 MIN_RISE = 0.02
 SATURATION_RATIO = 0.5
+FLAT_NOTE = "flat"  # a TermProposal note that starts so marks a presence term
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,11 @@ class TermProposal:
     tracks_load: bool
     value_at_safe: float
     note: str
+
+    @property
+    def flat(self) -> bool:
+        """A presence term (reads its target at any busy load): the catalog's ``flat: true``."""
+        return not self.tracks_load and self.note.startswith(FLAT_NOTE)
 
 
 @dataclass(frozen=True)
@@ -258,7 +264,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
                 if 0.5 * safe <= b.load <= safe and math.isfinite(b.terms.get(t.metric, math.nan))
             ]
             level = float(np.median(near)) if near else at_safe
-            rough.append((t, 0.0, level, False, "flat below the knee (saturated): reads 1 whenever busy"))
+            rough.append((t, 0.0, level, False, f"{FLAT_NOTE} below the knee (saturated): reads 1 whenever busy"))
             fixed_sum += (t.weight / total_w) * at_safe / level
         else:
             rough.append(
@@ -281,7 +287,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
             target = idle + (at_safe - idle) / scale
             composite += (t.weight / total_w) * scale
         else:
-            target = at_safe if note.startswith("flat") else t.target
+            target = at_safe if note.startswith(FLAT_NOTE) else t.target
         out.append(
             TermProposal(
                 metric=t.metric,
@@ -339,7 +345,7 @@ def calibrate(
     safe0 = knee / ((1.0 + growth) * (1.0 + tolerance))
     props, _ = propose_terms(table, terms, safe0)
     total_w = sum(t.weight for t in terms)
-    flat = sum(p.weight / total_w for p in props if not p.tracks_load and p.note.startswith("flat"))
+    flat = sum(p.weight / total_w for p in props if p.flat)
     band = 1.0 + tolerance / max(1.0 - flat, 0.25)
     safe = knee / ((1.0 + growth) * band)
     props, composite = propose_terms(table, terms, safe)

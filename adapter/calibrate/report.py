@@ -35,6 +35,7 @@ def to_dict(cal: Calibration, *, composite: str) -> dict[str, Any]:
                 "idle": p.idle,
                 "target": p.target,
                 "tracks_load": p.tracks_load,
+                "flat": p.flat,
                 "value_at_safe": _num(p.value_at_safe),
                 "note": p.note,
             }
@@ -59,8 +60,12 @@ def catalog_snippet(cal: Calibration, *, composite: str) -> str:
     if not cal.terms:
         return ""
     lines = ["composites:", f"  {composite}:", "    terms:"]
+    # ``flat: true`` tells the boost to raise a presence term only up to its target; without a term that tracks
+    # load there is nothing for the boost to scale (and the catalog refuses a composite of flat terms only).
+    mark_flat = any(p.tracks_load for p in cal.terms)
     for p in cal.terms:
         extra = ", when_missing: idle" if p.metric.startswith("inference_latency") else ""
+        extra += ", flat: true" if mark_flat and p.flat else ""
         lines.append(
             f"      - {{metric: {p.metric}, weight: {p.weight:g}, target: {p.target:.4g}, idle: {p.idle:.4g}{extra}}}"
         )

@@ -149,8 +149,7 @@ def status_line(status: RunnerStatus, view: AdapterView | None = None) -> str:
             else f"forecast - ({view.forecast_reason or 'no answer'})"
         )
         line += (
-            f" | composite {_fmt(view.composite)} x boost {_fmt(view.boost)} = boosted {_fmt(view.boosted)}"
-            f" | {forecast}"
+            f" | composite {_fmt(view.composite)}, boost {_fmt(view.boost)}: boosted {_fmt(view.boosted)} | {forecast}"
         )
     return line
 

@@ -95,6 +95,9 @@ class Explanation:
     hpa: HPAExplanation | None = None
     problems: list[str] = field(default_factory=list)
     data_age_s: float | None = None  # age of the served values (the value store's data), None = not stored
+    # The weight share of the boosted composite's flat terms, which the boost raises only up to their target
+    # (aggregate.at_load); 0 for any other metric.
+    boost_flat_share: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; non-finite numbers become null."""

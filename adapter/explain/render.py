@@ -70,9 +70,10 @@ def renderables(ex: Explanation) -> list[RenderableType]:
             )
         lines: list[RenderableType] = [t]
         receives = pod.quantity if pod.quantity is not None else "nothing"
+        flat = " (flat terms up to their target)" if ex.boost_flat_share > 0 and pod.boost != 1.0 else ""
         lines.append(
             Text(
-                f"  {ex.base_metric} = {_num(pod.value, 6)}   boost = {pod.boost:g}   "
+                f"  {ex.base_metric} = {_num(pod.value, 6)}   boost = {pod.boost:g}{flat}   "
                 f"HPA receives {ex.metric} = {receives}",
                 style="bold",
             )

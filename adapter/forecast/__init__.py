@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from adapter.forecast.backtest import run_backtest
 from adapter.forecast.base import Fitted, Forecaster, ForecastError
-from adapter.forecast.boost import boost_factor, boosted
+from adapter.forecast.boost import boost_factor
 from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS, get_model
 from adapter.forecast.select import Selection, select_model
 
@@ -21,7 +21,6 @@ __all__ = [
     "Forecaster",
     "Selection",
     "boost_factor",
-    "boosted",
     "get_model",
     "run_backtest",
     "select_model",

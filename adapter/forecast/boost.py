@@ -1,10 +1,13 @@
-"""The forecast boost: how much bigger the coming peak is than now, as a factor on the composite metric.
+"""The forecast boost: how much bigger the coming peak is than now.
 
 ``boost = clamp(max(max(forecast over the horizon) / current load, 1 + rise), 1, max_boost)``. ``rise`` is the
 upper-quantile part: how much the load rose within one lead time (``rise_quantile``) over the history the
 model was fitted on, so a workload whose load jumps gets headroom for the jumps a point forecast cannot see,
 and a smooth one none. It never lowers a metric (the HPA's own scale-down stabilisation handles falling
 load) and every doubt degrades it to exactly 1.0 with a reason the adapter can expose and count.
+
+The boosted composite is the composite at ``boost`` times the load (``adapter.aggregate.at_load``), so the
+HPA, which settles where the served value is 1.0, buys ``boost`` times the pods.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import math
 
 import numpy as np
 
-# The composite is concave in per-pod load below its safe point: the GPU term (0.4 of it) reads near 1
-# whenever a pod is busy, so the HPA, which settles where composite x boost = 1, buys about ``b`` times the
-# pods for a boost ``b`` up to ~1.3, about twice the pods at 1.5, and pins the fleet at maxReplicas once
-# ``b`` nears 1 / 0.4 = 2.5 (README "Calibrate", measured). 1.5 bounds that; the boosts a cold start needs
-# are below it (the shared trace and the calibrated fleets decide the same with 3).
-DEFAULT_MAX_BOOST = 1.5
+# A boost b buys b times the pods (``boosted``), so the bound is the most pods a forecast may add: at most
+# twice what the reactive composite asks for. The boosts a cold start needs are below it (shared trace:
+# mean 1.1); bursts of 2-3x that decay within minutes reach it (README "The boost's bound", measured).
+DEFAULT_MAX_BOOST = 2.0
+
+# The rise quantile a catalog without ``forecast.rise_quantile`` gets: cross-validated on the shared trace
+# (``benchmarks/rise_quantile_cv.py`` picks it on week 1; week 2 is the held-out check).
+DEFAULT_RISE_QUANTILE = 0.9
 
 
 # Below this many (origin, lead window) pairs a quantile of the rises is noise: no rise term.
@@ -72,10 +77,3 @@ def boost_factor(
         return 1.0, "non_finite"
     ratio = max(float(values.max()) / current_load, 1.0 + rise if math.isfinite(rise) and rise > 0 else 1.0)
     return min(max(ratio, 1.0), max_boost), "ok"
-
-
-def boosted(value: float, boost: float) -> float:
-    """``value * boost``; a boost that is not a finite number >= 1 is ignored (the value is returned as is)."""
-    if not math.isfinite(boost) or boost < 1.0:
-        return value
-    return value * boost

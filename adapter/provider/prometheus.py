@@ -22,9 +22,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from adapter.aggregate import CompositeValue, PodValue, Rejections, combine, fuse, reduce_by_pod, unservable_terms
+from adapter.aggregate import (
+    CompositeValue,
+    PodValue,
+    Rejections,
+    at_load,
+    combine,
+    fuse,
+    reduce_by_pod,
+    unservable_terms,
+)
 from adapter.errors import UpstreamError
-from adapter.forecast.boost import boosted
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
@@ -374,7 +382,7 @@ class PrometheusProvider:
             metric_selector,
             found,
             [values[pod].ts for pod in found],
-            [boosted(values[pod].value, boost) for pod in found],
+            [self._at_load(reading, pod, boost) for pod in found],
             reading.quantities if boost == 1.0 else None,
         )
 
@@ -389,6 +397,15 @@ class PrometheusProvider:
         return (
             self.forecasts is not None and self.catalog.forecast is not None and metric == self.catalog.forecast.boosted
         )
+
+    def _at_load(self, reading: MetricReading, pod: str, boost: float) -> float:
+        """The pod's value at ``boost`` times its load: the one rule the simulator uses too
+        (``aggregate.at_load``, term by term); the value itself for boost 1."""
+        if boost == 1.0:
+            return reading.values[pod].value
+        assert self.catalog.forecast is not None and reading.composite is not None  # only the base composite
+        flat = self.catalog.composites[self.catalog.forecast.base].flat_metrics
+        return at_load(reading.composite[pod], flat, boost)
 
     def _boost(self, key: WorkloadKey, metric: str) -> float:
         if self.forecasts is None or self.catalog.forecast is None or metric != self.catalog.forecast.boosted:
@@ -446,12 +463,14 @@ class PrometheusProvider:
         elif info.resource == "deployments.apps":
             boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), info.metric)
         if info.resource == "pods":
-            return self._sample(obj, info.metric, _times(reading.values[obj.name], boost), metric_selector)
+            pv = reading.values[obj.name]
+            return self._sample(
+                obj, info.metric, PodValue(self._at_load(reading, obj.name, boost), pv.ts, pv.series), metric_selector
+            )
         values = list(reading.values.values())
-        pv = PodValue(
-            combine([v.value for v in values], self._combine_rule(info.metric)), max(v.ts for v in values), len(values)
-        )
-        return self._sample(obj, info.metric, _times(pv, boost), metric_selector)
+        boosted = [self._at_load(reading, pod, boost) for pod in reading.values]
+        pv = PodValue(combine(boosted, self._combine_rule(info.metric)), max(v.ts for v in values), len(values))
+        return self._sample(obj, info.metric, pv, metric_selector)
 
     # -- what explain asks besides the API's questions (explain.collect.ExplainSource) ---------------
     async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
@@ -463,8 +482,3 @@ class PrometheusProvider:
     async def raw_query(self, promql: PromQL, at: float) -> list[Sample]:
         """One instant query's samples as the backend answers them (explain's per-GPU samples)."""
         return await self.client.query(promql, at)
-
-
-def _times(pv: PodValue, boost: float) -> PodValue:
-    """``pv`` with its value boosted by the one rule the simulator uses too (``forecast.boost.boosted``)."""
-    return pv if boost == 1.0 else PodValue(boosted(pv.value, boost), pv.ts, pv.series)

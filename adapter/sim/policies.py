@@ -26,7 +26,7 @@ a utilization percentage), which is how a user tunes a target before deploying i
 ``pod_values`` turns one fleet observation (``PodView``) into per-pod metric values the way the server
 does: per-GPU utilization reduced to the pod's P90, loading pods without vLLM series, composites through
 ``adapter.aggregate.fuse`` (the server's function) and the boosted composite through
-``adapter.forecast.boost.boosted`` (the server's rule). ``readings`` turns them into the milli-values the
+``adapter.aggregate.at_load`` (the server's rule). ``readings`` turns them into the milli-values the
 HPA controller reads (``MetricReading``), rounded by the server's Quantity rule (``api.wire.milli``).
 """
 
@@ -40,15 +40,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from adapter.aggregate import PodValue, fuse
+from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.api.wire import milli
 from adapter.errors import ConfigError
-from adapter.forecast.boost import boosted
 from adapter.forecast.registry import AUTO, MODELS
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo, is_ignored
 from adapter.hpa.spec import HPASpec, MetricSpec, MetricTarget, hpa_from_dict
-from adapter.settings import Catalog, ForecastDef, duration_seconds
+from adapter.settings import Catalog, CompositeDef, ForecastDef, duration_seconds
 
 POLICY_NAMES: tuple[str, ...] = ("cpu", "gpu", "queue", "composite", "boosted")
 MANIFEST_POLICY = "hpa"
@@ -346,18 +345,26 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
     if metric == LATENCY_METRIC:
         return _values(names, view.latency_p99, view.serving)
     if catalog.forecast is not None and metric == catalog.forecast.boosted:
-        base = pod_values(catalog.forecast.base, view, catalog)
-        # The server's one rule (provider ``_times`` -> ``forecast.boost.boosted``); 1 changes nothing.
-        return base if boost == 1.0 else {pod: boosted(v, boost) for pod, v in base.items()}
+        base = catalog.composites[catalog.forecast.base]
+        fused = _fused(base, view, catalog)
+        # The server's one rule (provider ``_at_load`` -> ``aggregate.at_load``); 1 changes nothing.
+        if boost == 1.0:
+            return {pod: cv.value for pod, cv in fused.items()}
+        return {pod: at_load(cv, base.flat_metrics, boost) for pod, cv in fused.items()}
     composite = catalog.composites.get(metric)
     if composite is not None:
-        components: dict[str, dict[str, PodValue]] = {}
-        for term in composite.terms:
-            if term.metric not in components:
-                raw = pod_values(term.metric, view, catalog)
-                components[term.metric] = {pod: PodValue(v, view.now, 1) for pod, v in raw.items()}
-        return {pod: cv.value for pod, cv in fuse(composite.terms, components).items()}
+        return {pod: cv.value for pod, cv in _fused(composite, view, catalog).items()}
     raise PolicyError(f"the simulator cannot produce the metric {metric!r}")
+
+
+def _fused(composite: CompositeDef, view: PodView, catalog: Catalog) -> dict[str, CompositeValue]:
+    """The composite per pod, term by term, as the server fuses it."""
+    components: dict[str, dict[str, PodValue]] = {}
+    for term in composite.terms:
+        if term.metric not in components:
+            raw = pod_values(term.metric, view, catalog)
+            components[term.metric] = {pod: PodValue(v, view.now, 1) for pod, v in raw.items()}
+    return fuse(composite.terms, components)
 
 
 def to_milli(value: float) -> int:

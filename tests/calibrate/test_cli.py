@@ -56,6 +56,9 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
         "inference_queue_depth",
         "inference_latency_p99_seconds",
     ]
+    # Which terms the boost leaves alone follows from what this fleet's terms do below the knee.
+    flat = {t["metric"]: t["flat"] for t in report["terms"]}
+    assert [t.flat for t in terms] == [flat[t.metric] for t in terms]
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from adapter.aggregate import PodValue, fuse
+from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import over_threshold, simulated_history
 from adapter.calibrate.knee import History, LoadBin, calibrate, demand_growth, find_knee, load_bins, propose_terms
-from adapter.settings import Term, load_catalog
+from adapter.settings import CompositeDef, Term, load_catalog
 from adapter.sim.fleet import FleetConfig
 
 TERMS = load_catalog(None).composites["llm_composite_load"].terms
@@ -88,6 +89,47 @@ def test_proposal_makes_the_composite_read_one_at_the_safe_point_and_grow_with_l
     assert composite_at(30.0) == pytest.approx(1.0)
     # Below the safe point it tracks load (the GPU term is a constant 0.4 of a busy pod): 0.4 + 0.6 x load/safe.
     assert composite_at(15.0) == pytest.approx(0.7) and composite_at(36.0) == pytest.approx(1.12)
+
+
+def test_boosted_calibrated_composite_settles_at_the_boost_times_the_pods() -> None:
+    """The HPA settles where the served value is 1.0. With the flat GPU term marked ``flat``, a boost b puts
+    that point at safe / b per pod (b times the pods); boosting the whole composite put it far lower."""
+    bins = [
+        lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0, inference_latency_p99_seconds=0.4 + 0.005 * x)
+        for x in range(2, 42, 2)
+    ]
+    props, _ = propose_terms(bins, TERMS, safe=30.0)
+    assert [p.flat for p in props] == [True, False, False]  # GPU presence; queue alarm; latency tracks
+    composite = CompositeDef(
+        "c",
+        "",
+        tuple(Term(p.metric, p.weight, p.target, p.idle, "idle", flat=p.flat) for p in props),
+        "mean",
+    )
+    assert composite.flat_share == pytest.approx(0.4)
+
+    def composite_at(load: float) -> CompositeValue:
+        comps = {
+            "gpu_utilization_p90": {"p": PodValue(100.0, 0, 1)},
+            "inference_queue_depth": {"p": PodValue(0, 0, 1)},
+            "inference_latency_p99_seconds": {"p": PodValue(0.4 + 0.005 * load, 0, 1)},
+        }
+        return fuse(composite.terms, comps)["p"]
+
+    def settles(served: Callable[[float], float]) -> float:
+        """The per-pod load where ``served`` crosses 1.0 (bisection: it rises with load)."""
+        lo, hi = 0.1, 30.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if served(mid) < 1.0 else (lo, mid)
+        return (lo + hi) / 2
+
+    for b in (1.1, 1.25, 1.5):
+        at = settles(lambda x, b=b: at_load(composite_at(x), composite.flat_metrics, b))
+        assert 30.0 / at == pytest.approx(b, rel=1e-6)
+        # The whole composite times b: 0.6 b / (1 - 0.4 b) times the pods (1.18x at 1.1, 2.25x at 1.5).
+        whole = settles(lambda x, b=b: b * composite_at(x).value)
+        assert 30.0 / whole == pytest.approx(0.6 * b / (1 - 0.4 * b), rel=1e-6) and 30.0 / whole > b
 
 
 def test_over_threshold_is_exact_on_a_bucket_bound_and_linear_inside_a_bucket() -> None:

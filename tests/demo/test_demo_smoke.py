@@ -182,7 +182,7 @@ def test_demo_serves_every_metric_and_the_forecast_through_kubectl_within_a_minu
         assert boosts and max(boosts) > 1.05, boosts
         assert time.monotonic() < minute, "the forecast metrics took more than a minute"
 
-        line = demo.wait_for(r"composite \d+\.\d\d x boost \d+\.\d\d = boosted \d+\.\d\d \| forecast \d", timeout=30)
+        line = demo.wait_for(r"composite \d+\.\d\d, boost \d+\.\d\d: boosted \d+\.\d\d \| forecast \d", timeout=30)
         assert "replicas 3 (ready 3" in line
         assert demo.proc.wait(timeout=90) == 0
         written = demo.wait_for(r"^plot written: ", timeout=30)

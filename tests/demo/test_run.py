@@ -63,13 +63,13 @@ def test_status_line_says_when_the_rate_is_held() -> None:
 
 
 def test_status_line_shows_the_forecast_and_boost_next_to_the_live_composite() -> None:
-    view = AdapterView(composite=0.62, boost=1.618, boosted=1.003, forecast_rps=17.94)
+    view = AdapterView(composite=0.62, boost=1.618, boosted=0.756, forecast_rps=17.94)
     line = status_line(STATUS, view)
-    assert line.endswith("| composite 0.62 x boost 1.62 = boosted 1.00 | forecast 17.9 req/s")
+    assert line.endswith("| composite 0.62, boost 1.62: boosted 0.76 | forecast 17.9 req/s")
     pending = status_line(STATUS, AdapterView(composite=0.5, boost=1.0, boosted=0.5,
                                               forecast_reason="insufficient_history"))  # fmt: skip
-    assert pending.endswith("| composite 0.50 x boost 1.00 = boosted 0.50 | forecast - (insufficient_history)")
-    assert status_line(STATUS, AdapterView()).endswith("| composite - x boost - = boosted - | forecast - (no answer)")
+    assert pending.endswith("| composite 0.50, boost 1.00: boosted 0.50 | forecast - (insufficient_history)")
+    assert status_line(STATUS, AdapterView()).endswith("| composite -, boost -: boosted - | forecast - (no answer)")
 
 
 def test_the_demo_starts_on_the_first_day_with_the_forecasters_history_before_it() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapter.forecast.boost import DEFAULT_MAX_BOOST, MIN_RISE_PAIRS, boost_factor, boosted, rise_quantile
+from adapter.forecast.boost import DEFAULT_MAX_BOOST, MIN_RISE_PAIRS, boost_factor, rise_quantile
 
 
 def test_boost_is_peak_over_current() -> None:
@@ -40,13 +40,6 @@ def test_bad_max_boost_is_a_settings_error() -> None:
         boost_factor(100.0, np.array([150.0]), max_boost=0.5)
     with pytest.raises(ValueError):
         boost_factor(100.0, np.array([150.0]), max_boost=float("inf"))
-
-
-def test_boosted() -> None:
-    assert boosted(40.0, 1.5) == 60.0
-    assert boosted(40.0, 1.0) == 40.0
-    assert boosted(40.0, 0.5) == 40.0  # never lowers
-    assert boosted(40.0, float("nan")) == 40.0
 
 
 def test_rise_quantile_is_the_quantile_of_the_peak_ahead_over_now() -> None:

@@ -77,6 +77,19 @@ def independent_boost(backend: TestBackend, ns: str, now: float, model: str) -> 
     return boost_factor(float(finite[-1]), fitted.forecast(spec.horizon_steps), spec.max_boost)[0]
 
 
+def at_load(pod: PodSpec, boost: float) -> float:
+    """The pod's composite at ``boost`` times its load, from its own data and the catalog: each term that tracks
+    load times the boost, the flat GPU term up to its target and never below what it reads."""
+    terms = load_catalog(None).composites["llm_composite_load"].terms
+    total_w = sum(t.weight for t in terms)
+    out = 0.0
+    for t in terms:
+        value = expected(pod, t.metric)
+        norm = 0.0 if value is None else max(value - t.idle, 0.0) / (t.target - t.idle)
+        out += t.weight / total_w * (max(norm, min(boost * norm, 1.0)) if t.flat else boost * norm)
+    return out
+
+
 def wait_for(url: str, timeout: float = 30.0) -> httpx.Response:
     deadline = time.monotonic() + timeout
     while True:
@@ -124,12 +137,14 @@ def test_boosted_rises_above_the_live_composite_before_the_peak(prometheus: Test
         assert set(items) == {p.name for p in pods}
         for p in pods:
             live = expected(p, "llm_composite_load")
-            assert math.isclose(items[p.name], live * boost, rel_tol=0.002, abs_tol=0.0011)
+            assert math.isclose(items[p.name], at_load(p, boost), rel_tol=0.002, abs_tol=0.0011)
             assert items[p.name] > live
 
         r = get(f"{url}{base}/deployments.apps/llama/llm_composite_load_boosted").json()["items"][0]
         live = sum(expected(p, "llm_composite_load") for p in pods) / len(pods)
-        assert math.isclose(float(parse_quantity(r["value"])), live * boost, rel_tol=0.002, abs_tol=0.0011)
+        boosted = sum(at_load(p, boost) for p in pods) / len(pods)  # objects: mean of the pods' boosted values
+        assert math.isclose(float(parse_quantity(r["value"])), boosted, rel_tol=0.002, abs_tol=0.0011)
+        assert boosted > live
 
 
 def test_short_history_degrades_to_boost_one(prometheus: TestBackend, unique_ns: str) -> None:

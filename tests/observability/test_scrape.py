@@ -167,7 +167,7 @@ def substitute(expr: str, ns: str) -> str:
 # kube-state-metrics, no load history so no forecast, nothing scored yet).
 MUST_HAVE_DATA = {
     ("Composite vs target, per pod", "A"),
-    ("Served value (composite x boost), per pod", "A"),
+    ("Served value (boosted composite), per pod", "A"),
     ("Term contributions (weight x value / target), mean over pods", "A"),
     ("GPU utilization P90 per pod (%)", "A"),
     ("Queue depth and P99 latency per pod", "A"),

@@ -234,7 +234,10 @@ def test_pod_values_fuse_like_the_server() -> None:
     assert composite["ready"] == pytest.approx(want)
     assert "loading" not in composite
     boosted = pod_values("llm_composite_load_boosted", view, CATALOG, boost=1.5)
-    assert boosted["ready"] == pytest.approx(1.5 * want)
+    # The composite at 1.5x the load: the flat GPU term (saturated: 100 % is above its target) as it reads,
+    # the queue and latency terms x 1.5.
+    gpu_part = 0.4 * 100.0 / gpu.target
+    assert boosted["ready"] == pytest.approx(gpu_part + 1.5 * (want - gpu_part))
     assert "loading" not in pod_values("inference_queue_depth", view, CATALOG)  # no vLLM series yet
     hpa = build_policy("composite", example_hpa(), CATALOG).hpa
     assert readings(hpa, view, CATALOG)[0].pod_values == {"ready": math.floor(want * 1000 + 0.5)}
