@@ -5,6 +5,10 @@ composite's targets (with the shared trace's demand growth), then ``python -m ad
 shared trace through the example HPA (``apiservice-manifests/examples/vllm-hpa.yaml``, unchanged) for the
 boosted composite, the reactive composite and GPU-utilization-only. The oracle is ``simulate``'s own (pods
 start instantly and each carries exactly its fleet model's knee load); the calibrated knee is printed beside it.
+Every fleet's trace is scaled so its peak needs as many pods at the fleet's knee as the reference fleet's does
+(``simulate``'s default, 32 pods of 40 req/s: 1,280 req/s, 37 pods at its 34.3 req/s knee), so the example
+HPA's ``maxReplicas: 40`` is as far from binding on every fleet; a fleet whose knee sits far below its capacity
+(the 2-slot one) would otherwise need more pods at its peak than ``maxReplicas`` allows.
 ``--fleet reference`` simulates with the base catalog as is (the shipped targets are what ``calibrate`` proposes
 for that fleet).
 
@@ -45,6 +49,7 @@ FLEETS: dict[str, tuple[float, str, str, str]] = {
     "fast-model": (25.0, "60ms", "60s..300s", "0.8s"),
 }
 POLICIES = ("boosted", "composite", "gpu")
+REFERENCE_PEAK_PODS = 32  # simulate's default --peak-pods, at the reference fleet's capacity
 # --bound: clairvoyant targets as fractions of the knee (benchmarks/information_bound.py's grid).
 BOUND_FRACTIONS = (1 / 1.1, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6)
 
@@ -83,6 +88,7 @@ def _catalog_for(fleet: str, out: Path, base_path: Path | None) -> tuple[Path | 
             "target": round(p.target, 4),
             "idle": round(p.idle, 4),
             **({"when_missing": "idle"} if p.metric == "inference_latency_p99_seconds" else {}),
+            **({"flat": True} if p.flat and any(q.tracks_load for q in cal.terms) else {}),
         }
         for p in cal.terms
     ]
@@ -112,18 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     frontiers: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        _, reference_knee = _catalog_for("reference", Path(tmp), args.catalog)
+        reference_peak = REFERENCE_PEAK_PODS * FLEETS["reference"][0]
         for fleet in args.fleet or list(FLEETS):
             cap, service, load, slo = FLEETS[fleet]
             catalog, knee = _catalog_for(fleet, Path(tmp), args.catalog)
             out = Path(tmp) / f"{fleet}.json"
+            peak_rps = reference_peak * knee / reference_knee  # the reference itself: exactly simulate's default
             options = ["--pod-capacity", f"{cap:g}", "--service-time", service, "--load-time", load]
+            options += ["--peak-rps", f"{peak_rps:.6g}"]
             options += ["--slo-p99", slo, "--days", f"{args.days:g}", "--start", args.start, "--workers", "2"]
             if catalog is not None:
                 options += ["--catalog", str(catalog)]
             bound = {f: f"clairvoyant@{f * knee:.2f}" for f in BOUND_FRACTIONS} if args.bound else {}
             t0 = time.perf_counter()
             doc = simulate(options, out, policies=[*POLICIES, *bound.values()])
-            print(f"  {fleet}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+            print(f"  {fleet}: trace peak {peak_rps:,.0f} req/s, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
             # simulate's own oracle: its fleet model's knee (the calibrated knee agrees within a bin).
             oracle = float(doc["policies"][0]["oracle_gpu_hours"])
             minutes = round(doc["inputs"]["duration_s"] / 60)
