@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from adapter import workloads
-from adapter.forecast.boost import boost_factor
+from adapter.forecast.boost import boost_factor, rise_quantile
 from adapter.forecast.registry import get_model
 from adapter.quantity import parse_quantity
 from adapter.settings import Settings, load_catalog
@@ -74,7 +74,9 @@ def independent_boost(backend: TestBackend, ns: str, now: float, model: str) -> 
     values = np.array([grid.get(start + i * spec.step_s, np.nan) for i in range(spec.history_points)])
     fitted = get_model(model).fit(values, step_s=spec.step_s, start_ts=start)
     finite = values[np.isfinite(values)]
-    return boost_factor(float(finite[-1]), fitted.forecast(spec.horizon_steps), spec.max_boost)[0]
+    # The boost's floor: 1 + the load's own rise within rise_within at the catalog's quantile.
+    rise = rise_quantile(values, spec.rise_lead_steps, spec.rise_quantile) or 0.0
+    return boost_factor(float(finite[-1]), fitted.forecast(spec.horizon_steps), spec.max_boost, rise=rise)[0]
 
 
 def at_load(pod: PodSpec, boost: float) -> float:
