@@ -8,6 +8,7 @@ editing the YAML sees at once what to fix. Nothing here does I/O except ``load_c
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -121,9 +122,10 @@ class CompositeDef:
     terms: tuple[Term, ...]
     objects: Combine
 
-    @property
+    @functools.cached_property
     def flat_metrics(self) -> frozenset[str]:
-        """The metrics of the ``flat`` terms (``adapter.aggregate.at_load`` raises them only up to their target)."""
+        """The metrics of the ``flat`` terms (``adapter.aggregate.at_load`` raises them only up to their target).
+        Cached: every boosted value on the request path reads it."""
         return frozenset(t.metric for t in self.terms if t.flat)
 
     @property

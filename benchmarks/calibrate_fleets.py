@@ -88,7 +88,7 @@ def _catalog_for(fleet: str, out: Path, base_path: Path | None) -> tuple[Path | 
             "target": round(p.target, 4),
             "idle": round(p.idle, 4),
             **({"when_missing": "idle"} if p.metric == "inference_latency_p99_seconds" else {}),
-            **({"flat": True} if p.flat and any(q.tracks_load for q in cal.terms) else {}),
+            **({"flat": True} if p.metric in cal.marked_flat else {}),
         }
         for p in cal.terms
     ]
@@ -118,11 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     frontiers: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        _, reference_knee = _catalog_for("reference", Path(tmp), args.catalog)
+        calibrated = {"reference": _catalog_for("reference", Path(tmp), args.catalog)}  # sizes every fleet's trace
+        reference_knee = calibrated["reference"][1]
         reference_peak = REFERENCE_PEAK_PODS * FLEETS["reference"][0]
         for fleet in args.fleet or list(FLEETS):
             cap, service, load, slo = FLEETS[fleet]
-            catalog, knee = _catalog_for(fleet, Path(tmp), args.catalog)
+            if fleet not in calibrated:
+                calibrated[fleet] = _catalog_for(fleet, Path(tmp), args.catalog)
+            catalog, knee = calibrated[fleet]
             out = Path(tmp) / f"{fleet}.json"
             peak_rps = reference_peak * knee / reference_knee  # the reference itself: exactly simulate's default
             options = ["--pod-capacity", f"{cap:g}", "--service-time", service, "--load-time", load]

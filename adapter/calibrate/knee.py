@@ -49,7 +49,6 @@ MIN_BIN_REQUESTS = 500.0
 # a latency's slope grows with the batch).
 MIN_RISE = 0.02
 SATURATION_RATIO = 0.5
-FLAT_NOTE = "flat"  # a TermProposal note that starts so marks a presence term
 
 
 @dataclass(frozen=True)
@@ -97,11 +96,7 @@ class TermProposal:
     tracks_load: bool
     value_at_safe: float
     note: str
-
-    @property
-    def flat(self) -> bool:
-        """A presence term (reads its target at any busy load): the catalog's ``flat: true``."""
-        return not self.tracks_load and self.note.startswith(FLAT_NOTE)
+    flat: bool = False  # a presence term (reads its target at any busy load): the catalog's ``flat: true``
 
 
 @dataclass(frozen=True)
@@ -119,6 +114,14 @@ class Calibration:
     terms: tuple[TermProposal, ...] = ()
     composite_at_safe: float | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def marked_flat(self) -> frozenset[str]:
+        """The terms the proposed catalog marks ``flat: true``: the flat ones, when some term tracks load (with
+        none, there is nothing for the boost to scale, and the catalog refuses a composite of flat terms only)."""
+        if not any(p.tracks_load for p in self.terms):
+            return frozenset()
+        return frozenset(p.metric for p in self.terms if p.flat)
 
 
 def load_bins(history: History, *, bins: int = DEFAULT_BINS) -> list[LoadBin]:
@@ -233,13 +236,13 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
     total_w = sum(t.weight for t in terms)
     fixed_sum = 0.0  # what the flat and alarm terms read at the safe point (weighted)
     track_w = 0.0
-    rough: list[tuple[Term, float, float, bool, str]] = []
+    rough: list[tuple[Term, float, float, bool, bool, str]] = []  # term, idle, at safe, tracks, flat, note
     for t in terms:
         line = _line(bins, t.metric, 0.5 * safe, safe)
         if line is None:  # too few bins in the upper half: use everything below the safe point
             line = _line(bins, t.metric, 0.0, safe)
         if line is None:
-            rough.append((t, t.idle, t.target, False, "no data below the safe point: catalog values kept"))
+            rough.append((t, t.idle, t.target, False, False, "no data below the safe point: catalog values kept"))
             continue
         intercept, slope = line
         low = _line(bins, t.metric, 0.0, 0.5 * safe, min_bins=3)  # history that never ran light: no verdict
@@ -254,7 +257,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
         stepwise = not _positive_throughout(bins, t.metric, 0.5 * safe, safe)
         if at_safe > 0 and rises and not saturating and not stepwise:
             idle = min(max(intercept, 0.0), at_safe)
-            rough.append((t, idle, at_safe, True, "tracks load"))
+            rough.append((t, idle, at_safe, True, False, "tracks load"))
             track_w += t.weight / total_w
         elif at_safe > 0 and not stepwise:
             # Flat: its typical value near the safe point (not the line's extrapolation, which may pass 100 %).
@@ -264,7 +267,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
                 if 0.5 * safe <= b.load <= safe and math.isfinite(b.terms.get(t.metric, math.nan))
             ]
             level = float(np.median(near)) if near else at_safe
-            rough.append((t, 0.0, level, False, f"{FLAT_NOTE} below the knee (saturated): reads 1 whenever busy"))
+            rough.append((t, 0.0, level, False, True, "flat below the knee (saturated): reads 1 whenever busy"))
             fixed_sum += (t.weight / total_w) * at_safe / level
         else:
             rough.append(
@@ -272,6 +275,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
                     t,
                     t.idle,
                     t.target,
+                    False,
                     False,
                     "0 in part of the range below the safe point: catalog target kept (overload alarm)",
                 )
@@ -282,12 +286,12 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
     scale = (1.0 - fixed_sum) / track_w if track_w > 0 else 1.0
     out = []
     composite = fixed_sum
-    for t, idle, at_safe, tracks, note in rough:
+    for t, idle, at_safe, tracks, flat, note in rough:
         if tracks and scale > 0:
             target = idle + (at_safe - idle) / scale
             composite += (t.weight / total_w) * scale
         else:
-            target = at_safe if note.startswith(FLAT_NOTE) else t.target
+            target = at_safe if flat else t.target
         out.append(
             TermProposal(
                 metric=t.metric,
@@ -297,6 +301,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
                 tracks_load=tracks,
                 value_at_safe=at_safe,
                 note=note,
+                flat=flat,
             )
         )
     return out, composite

@@ -60,12 +60,9 @@ def catalog_snippet(cal: Calibration, *, composite: str) -> str:
     if not cal.terms:
         return ""
     lines = ["composites:", f"  {composite}:", "    terms:"]
-    # ``flat: true`` tells the boost to raise a presence term only up to its target; without a term that tracks
-    # load there is nothing for the boost to scale (and the catalog refuses a composite of flat terms only).
-    mark_flat = any(p.tracks_load for p in cal.terms)
     for p in cal.terms:
         extra = ", when_missing: idle" if p.metric.startswith("inference_latency") else ""
-        extra += ", flat: true" if mark_flat and p.flat else ""
+        extra += ", flat: true" if p.metric in cal.marked_flat else ""
         lines.append(
             f"      - {{metric: {p.metric}, weight: {p.weight:g}, target: {p.target:.4g}, idle: {p.idle:.4g}{extra}}}"
         )
