@@ -124,3 +124,10 @@ def test_the_configuration_page_documents_every_serve_flag(capsys: pytest.Captur
     assert len(flags) > 30
     missing = [f for f in flags if f != "--help" and f"`{f}" not in page]
     assert not missing, f"docs/configuration.md does not document {missing}"
+
+
+def test_every_make_target_the_readme_names_exists() -> None:
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (REPO / "Makefile").read_text(), re.MULTILINE))
+    named = set(re.findall(r"\bmake ([a-z][a-z-]*)", README.read_text()))
+    assert {"demo", "test"} <= named
+    assert named <= targets, named - targets
