@@ -3,7 +3,7 @@
 No I/O, no clock, no event loop: every function here is a plain function over small frozen values, so the
 rules that decide what the HPA sees are tested directly.
 
-Rules (documented in the README):
+Rules (documented in docs/metrics.md, "The rules"):
 - a series is attributed to a pod by the first catalog layout whose pod label is non-empty and whose trust
   rules accept the series' target labels; a layout that does not trust the series is skipped (and the
   series counted as ``untrusted``); others are ignored;

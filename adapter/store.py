@@ -47,7 +47,7 @@ _MAX_MISSING = 10_000
 
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
-    """How a store refreshes (the catalog's ``store`` section; defaults justified in the README).
+    """How a store refreshes (the catalog's ``store`` section; defaults justified in docs/performance.md).
 
     - ``refresh_s``: one refresh per key per this many seconds. Default 15 s: the HPA controller's default
       sync period (``--horizontal-pod-autoscaler-sync-period``) and the usual scrape interval, so an HPA poll

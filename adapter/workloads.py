@@ -4,7 +4,7 @@ A workload is a Deployment (or the Deployments behind an HPA's pod selector), kn
 HPA makes and from the catalog, and forgotten after ``forget_after_s`` without a request. Once per new step
 (default 5 min) the service pulls the workload's load history from the backend (one range query), fits the
 model off the event loop, and keeps the latest ``ForecastState``. Requests only read that state: they never
-wait for a fit. Every doubt degrades the boost to exactly 1 with a reason (README: "Forecast").
+wait for a fit. Every doubt degrades the boost to exactly 1 with a reason (docs/forecasting.md, "The boost").
 """
 
 from __future__ import annotations

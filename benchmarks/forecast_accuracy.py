@@ -3,7 +3,7 @@ cross-validated across its two weeks, and two traces without a daily cycle.
 
 Every row comes from ``adapter.forecast.backtest.run_backtest`` (the ``backtest`` command's engine): a rolling
 origin, each fit sees only the past (``history_points`` of the model: ``ses``/``ar``/``arima``/persistence read
-120 points = 10 h at 5 min, 20 h at 10 min; ``fourier_ar`` and ``seasonal_naive`` read whole days, see README),
+120 points = 10 h at 5 min, 20 h at 10 min; ``fourier_ar`` and ``seasonal_naive`` read whole days: docs/forecasting.md),
 the horizon is 30 minutes (``--horizon``; a model that tunes itself at a lead time, ``horizon_s``, tunes at
 the one scored, as the adapter serves it). Folds: "week 2" tests days 7-13 (history from week 1), "week 1"
 tests days 1-6 of the first week alone (day 0 is history). The 5-minute series is the 10-minute trace with each
@@ -14,7 +14,7 @@ gaps stay), a synthetic log-AR(1) level with 10 % noise, and a random walk (wher
 fixed. Prints markdown tables, then which models meet the issue's criterion in every column (shared trace: a
 lower WAPE and a lower under-forecast rate than persistence; no daily cycle: a WAPE no higher).
 
-Usage: python benchmarks/forecast_accuracy.py [--quick] [--model NAME ...]
+Usage: python benchmarks/forecast_accuracy.py [--quick] [--model NAME ...] [--write-results]
 (--quick: no ARIMA, about a minute on an idle machine; ARIMA refits at every origin and takes several minutes)
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results_page
 
 from adapter.cli.backtest import load_csv, parse_duration
 from adapter.forecast.backtest import run_backtest
@@ -104,10 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--horizon", default="30m", help="how far ahead (default 30m; the catalog serves 15m)")
     parser.add_argument("--quick", action="store_true", help="leave ARIMA out (about a minute of fits per table)")
     parser.add_argument("--model", action="append", help="only these models (repeatable; persistence is always in)")
+    results_page.add_arguments(parser)
     args = parser.parse_args(argv)
     global HORIZON_S
     HORIZON_S = parse_duration(args.horizon)
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
+    command = results_page.command_line(__file__, sys.argv[1:] if argv is None else argv)
+    with results_page.recording("forecast_accuracy", args.write_results, command, args.results_file):
+        _report(args)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> None:
+    """Every table of the module docstring, then the verdicts."""
     series = load_csv(args.trace, time_col="window_start_s", value_col="rate_rps", gap_col="gap")
     v10 = np.asarray(series.values, dtype=np.float64)
     v5 = np.repeat(v10, 2)
@@ -157,7 +167,6 @@ def main(argv: list[str] | None = None) -> int:
         every = all(v[m].startswith("yes") for v in verdicts.values() if m in v)
         label = m + (" (default)" if m == DEFAULT_MODEL else "")
         print(f"| {label} | " + " | ".join(cells) + f" | {'**yes**' if every else 'no'} |")
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ for ``fourier_ar``, one day for ``seasonal_naive``). One fit + ``forecast(6)`` (
 single-threaded, after a warm-up (statsmodels' cold import is not counted). ``auto`` is the whole
 per-step selection (``select_model`` with its default candidates and origins) plus the winner's fit.
 
-Usage: OPENBLAS_NUM_THREADS=1 python benchmarks/forecast_cost.py [--samples 300] [--seed 1]
+Usage: OPENBLAS_NUM_THREADS=1 python benchmarks/forecast_cost.py [--samples 300] [--seed 1] [--write-results]
 (the variable keeps statsmodels' linear algebra on one core, as a per-core figure assumes)
 """
 
@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results_page
 
 from adapter.cli.backtest import load_csv
 from adapter.forecast.base import ForecastError
@@ -89,9 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=300, help="windows timed per model (default 300)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace", type=Path, default=TRACE)
+    results_page.add_arguments(parser)
     args = parser.parse_args(argv)
     env = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if k in os.environ]
     print("command: " + shlex.join([*env, Path(sys.executable).name, *sys.argv]))
+    rerun = results_page.command_line(__file__, sys.argv[1:] if argv is None else argv)
+    command = " ".join([*env, rerun])
+    with results_page.recording("forecast_cost", args.write_results, command, args.results_file):
+        _report(args)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> None:
+    """Time every model and print the table."""
     series = _series(args.trace)
     rng = np.random.default_rng(args.seed)
     # Room for the hungriest lookback (auto: fourier_ar's 3 days plus the selection origins).
@@ -118,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
             f"| {label} | {hp} | {np.median(ms):.3f} | {np.percentile(ms, 99):.3f} | {ms.mean():.3f} | "
             f"{per_step:,.0f} | {failures} |"
         )
-    return 0
 
 
 if __name__ == "__main__":

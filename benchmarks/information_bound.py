@@ -14,7 +14,8 @@ the oracle, then each lead's frontier read at the shipped boosted composite's vi
 policies from the same run. If the boosted composite sits on the lead-0 frontier, no metric built from
 present observations can beat it by much; what is left needs knowledge of the future.
 
-Usage: python benchmarks/information_bound.py [--trace CSV] [--start 10h] [--days N] [--workers 2] [simulate options]
+Usage: python benchmarks/information_bound.py [--trace CSV] [--start 10h] [--days N] [--workers 2] [--write-results]
+       [simulate options]
 (any other option goes to ``simulate`` as is: ``--catalog``, ``--pod-capacity``, ``--load-time``...; whole shared
 trace: about 4.5 minutes on 2 cores)
 """
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results_page
 from simrun import REPO, TRACE, simulate
 
 sys.path.insert(0, str(REPO))
@@ -89,7 +91,15 @@ def main() -> int:
     parser.add_argument("--start", default="10h")
     parser.add_argument("--days", type=float, default=None)
     parser.add_argument("--workers", type=int, default=2)
+    results_page.add_arguments(parser)
     args, args.sim = parser.parse_known_args()  # the rest goes to simulate as is (--pod-capacity 80, ...)
+    command = results_page.command_line(__file__, sys.argv[1:])
+    with results_page.recording("information_bound", args.write_results, command, args.results_file):
+        return _report(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    """Run the grid and the shipped policies; print the tables; 0 when every run gave a finite point."""
     started = time.perf_counter()
     days = f" --days {args.days:g}" if args.days is not None else ""
     rest = "".join(f" {a}" for a in args.sim)

@@ -19,7 +19,7 @@ history, as ``simulate --start auto`` does.
 Usage:
   python benchmarks/sim_generalization.py [--full] [--workers 2] [--json FILE]
 
-Measured (shared 2-core machine, default run): see the README's what-if section.
+Measured (shared 2-core machine, default run): see docs/results.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Two parts, each printing figures (nothing here is a timed test):
 
 ``offline``  every comparison policy on the 14-day ServeGen trace scaled to 32 pods of 40 req/s at its peak
              (a fleet of roughly 5-40 pods), through ``python -m adapter simulate``: the Markdown table for
-             the README, the issue's goal evaluated, and the wall time. Extra ``--policy`` flags add rows
+             docs/results.md, the issue's goal evaluated, and the wall time. Extra ``--policy`` flags add rows
              (e.g. ``boosted:fourier_ar``, ``composite@0.7``).
 ``live``     ``simulate --live`` for ``--hours`` simulated hours (default 5) at ``--speed`` (default 20, so
              5 h take ~16 wall minutes): simulated fleet -> real Prometheus -> ``adapter serve`` -> the HPA
@@ -13,7 +13,7 @@ Two parts, each printing figures (nothing here is a timed test):
 
 Measured (shared 2-core machine): ``offline --policy gpu --policy composite --policy boosted`` over the 14 days
 (replay from 10 h, after the forecaster's warm-up): 312 s wall (117 s CPU) on a machine loaded by other jobs;
-the figures are the README's. ``live`` (measured before issue 10's simulator changes; both fleets now wait
+the figures are in docs/results.md. ``live`` (measured before issue 10's simulator changes; both fleets now wait
 before saturation, and the offline twin reads values one scrape old) 5 h at x20 in 913 s wall, 1,200
 syncs, 0 failed reads, 0 late syncs, the replay identical at every sync; live vs offline on that span: 73 vs 58
 SLO-violation minutes, 215.8 vs 203.5 GPU-hours, 230 vs 206 scale events (the sawtooth's phase drifts, so

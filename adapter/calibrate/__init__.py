@@ -2,5 +2,5 @@
 
 ``knee`` is pure (binned per-pod history in, a ``Calibration`` out), ``history`` reads the history from
 Prometheus/VictoriaMetrics or from an offline simulated fleet, ``report`` writes JSON, a catalog snippet and
-a PNG. README "Calibrate" explains the design.
+a PNG. docs/calibrate.md explains the design.
 """

@@ -1,6 +1,6 @@
 """Pure: per-pod history in, the knee and the composite's proposed targets out.
 
-Definitions (README "Calibrate"):
+Definitions (docs/calibrate.md):
 
 * **load**: one pod's request rate (the forecast's load query, per pod), the x axis of everything here.
 * **knee**: the highest per-pod load at which the P99 still meets the SLO, i.e. at most ``1 - q`` of the

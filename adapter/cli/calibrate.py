@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--growth-quantile",
         type=float,
         default=0.5,
-        help="quantile of that growth to absorb without new pods (default 0.5; see README)",
+        help="quantile of that growth to absorb without new pods (default 0.5; see docs/calibrate.md)",
     )
     cal.add_argument("--tolerance", type=float, default=0.1, help="the HPA controller's tolerance (default 0.1)")
     p.add_argument("--catalog", type=Path, default=None, help="metric catalog YAML (default: the embedded one)")

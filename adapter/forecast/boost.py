@@ -18,8 +18,8 @@ import numpy as np
 
 # A boost b buys b times the pods (``adapter.aggregate.at_load``), so the bound is the most pods a forecast
 # may add: at most twice what the reactive composite asks for. The boosts a cold start needs are below it
-# (shared trace: mean 1.1); bursts of 2-3x that decay within minutes reach it (README "A boost b buys b times
-# the pods", measured).
+# (shared trace: mean 1.1); bursts of 2-3x that decay within minutes reach it (docs/forecasting.md "The boost's
+# bound"; measured in docs/results.md).
 DEFAULT_MAX_BOOST = 2.0
 
 # The rise quantile a catalog without ``forecast.rise_quantile`` gets: cross-validated on the shared trace

@@ -28,7 +28,7 @@ MODELS: dict[str, Callable[..., Forecaster]] = {
 
 # The model the adapter uses when the settings name none: chosen from benchmarks/forecast_accuracy.py (the one
 # model with a lower WAPE *and* a lower under-forecast rate than persistence in every shared-trace column, and
-# no worse on the traces without a daily cycle, README "The forecast") and cheap enough
+# no worse on the traces without a daily cycle, docs/forecasting.md "The models") and cheap enough
 # (benchmarks/forecast_cost.py) to refit thousands of workloads per step on one core.
 DEFAULT_MODEL = "ses_ar_margin"
 

@@ -237,7 +237,7 @@ def expected(pod: PodSpec, metric: str) -> float | None:
             return None
         return histogram_quantile(0.99, E2E_BUCKETS, pod.bucket_slopes)
     if metric == "llm_composite_load":
-        # The embedded catalog's terms and the fusion rule (README "The rules"): a pod missing an
+        # The embedded catalog's terms and the fusion rule (docs/metrics.md, "The rules"): a pod missing an
         # omit_pod term has no value; a missing idle term reads 0; weights are never re-weighted.
         terms = load_catalog(None).composites["llm_composite_load"].terms
         total_w = sum(t.weight for t in terms)
