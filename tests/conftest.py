@@ -85,7 +85,7 @@ def own_backend(request: pytest.FixtureRequest) -> Iterator[TestBackend]:
 
 @pytest.fixture(scope="session")
 def kubectl_path() -> str:
-    """The real kubectl (test-infrastructure.md: a dispatcher, v1.32)."""
+    """The real kubectl: ``.tools/bin``'s (v1.34, ``make tools``) when installed, else PATH's."""
     return require_binary("kubectl")
 
 
