@@ -27,6 +27,7 @@ BINARY_FIXTURES = {
     "backend": ("prometheus", "victoria-metrics"),
     "own_backend": ("prometheus", "victoria-metrics"),
     "kubectl_path": ("kubectl",),
+    "helm": ("helm", "helm3"),
 }
 
 
