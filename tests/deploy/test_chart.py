@@ -16,6 +16,7 @@ import os
 import re
 import tarfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import yaml
 from tests.support import artifacts
 from tests.support.binaries import require_binary
 from tests.support.chart import CHART, HELMS, NAMESPACE, RELEASE, helm_run, template
+from tests.support.fake_kube import FakeKube
 from tests.support.manifests import (
     MANIFESTS,
     REPO,
@@ -457,3 +459,58 @@ def test_chart_and_base_agree(kind: str, both: tuple[list[Obj], list[Obj]]) -> N
         assert {k: v for k, v in theirs.items() if k != "metadata"} == {
             k: v for k, v in obj.items() if k != "metadata"
         }, f"{kind} {name} differs"
+
+
+# --- the kube-apiserver's addresses, looked up at install time ----------------------------------------------
+
+
+@pytest.fixture
+def fake_cluster(tmp_path: Path) -> Iterator[tuple[FakeKube, Path]]:
+    """The fake kube-apiserver with the discovery helm asks for and the ``default/kubernetes`` Endpoints of a
+    dual-stack control plane; yields it and a kubeconfig for it."""
+    fake = FakeKube()
+
+    def answer(body: dict[str, Any]) -> Any:
+        return lambda req, out: out.send_json(200, body)
+
+    endpoints = {
+        "kind": "Endpoints",
+        "apiVersion": "v1",
+        "metadata": {"name": "kubernetes", "namespace": "default"},
+        "subsets": [
+            {"addresses": [{"ip": "172.18.0.2"}, {"ip": "fd00::2"}], "ports": [{"name": "https", "port": 6443}]}
+        ],
+    }
+    resources = [{"name": "endpoints", "namespaced": True, "kind": "Endpoints", "verbs": ["get", "list"]}]
+    fake.add_route("GET", r"/version", answer({"major": "1", "minor": "31", "gitVersion": "v1.31.0"}))
+    fake.add_route(
+        "GET", r"/api", answer({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+    )
+    fake.add_route("GET", r"/apis", answer({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}))
+    fake.add_route("GET", r"/api/v1", answer({"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}))
+    fake.add_route("GET", r"/api/v1/namespaces/default/endpoints/kubernetes", answer(endpoints))
+    with fake:
+        fake.write_kubeconfig(tmp_path / "kubeconfig")
+        yield fake, tmp_path / "kubeconfig"
+
+
+def _policy_with_cluster(kubeconfig: Path, values: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    # helm 3's server dry-run is what `helm install` does to render (lookup asks the cluster); helm 4's also maps
+    # every rendered kind through discovery, which this fake does not serve.
+    extra = ("--dry-run=server", "--kubeconfig", str(kubeconfig), "--show-only", "templates/networkpolicy.yaml")
+    [policy] = template(require_binary("helm3"), values, tmp, *extra)
+    return dict(policy["spec"])
+
+
+def test_networkpolicy_admits_the_apiserver_endpoints_on_install(
+    fake_cluster: tuple[FakeKube, Path], tmp_path: Path
+) -> None:
+    fake, kubeconfig = fake_cluster
+    policy = _policy_with_cluster(kubeconfig, {"networkPolicy": {"apiServer": {"cidrs": ["10.9.0.0/28"]}}}, tmp_path)
+    assert fake.count_requests("/api/v1/namespaces/default/endpoints/kubernetes", watch=False) >= 1
+    want = [{"ipBlock": {"cidr": c}} for c in ("10.9.0.0/28", "172.18.0.2/32", "fd00::2/128")]
+    assert policy["ingress"][0]["from"] == want
+    assert policy["egress"][1]["to"] == want
+    # Off: only the given CIDRs, even with a cluster to ask.
+    off = {"networkPolicy": {"apiServer": {"cidrs": ["10.9.0.0/28"], "lookupEndpoints": False}}}
+    assert _policy_with_cluster(kubeconfig, off, tmp_path)["ingress"][0]["from"] == want[:1]
