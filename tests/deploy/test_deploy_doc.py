@@ -117,9 +117,18 @@ def test_documented_install_renders_and_validates(installed: tuple[Path, list[Ob
     assert f"create secret generic {volume['secret']['secretName']} --type=kubernetes.io/tls" in text
 
 
-@pytest.mark.parametrize("page", ["deploy.md", "runbooks.md"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "docs/deploy.md",
+        "docs/runbooks.md",
+        "charts/llm-hpa-adapter/README.md",
+        "apiservice-manifests/README.md",
+        "certs/README.md",
+    ],
+)
 def test_links_resolve(page: str) -> None:
-    path = REPO / "docs" / page
+    path = REPO / page
     text = path.read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if target.startswith(("http://", "https://")):
