@@ -514,3 +514,44 @@ def test_networkpolicy_admits_the_apiserver_endpoints_on_install(
     # Off: only the given CIDRs, even with a cluster to ask.
     off = {"networkPolicy": {"apiServer": {"cidrs": ["10.9.0.0/28"], "lookupEndpoints": False}}}
     assert _policy_with_cluster(kubeconfig, off, tmp_path)["ingress"][0]["from"] == want[:1]
+
+
+# The base's backend Components and the chart values that say the same.
+_COMPONENTS = {
+    "mimir-tenant": {
+        "prometheus": {
+            "url": "http://mimir-query-frontend.mimir.svc:8080/prometheus",
+            "flavour": "mimir",
+            "tenant": "gpu-fleet",
+        }
+    },
+    "locked-down-prometheus": {
+        "prometheus": {
+            "url": "https://thanos-querier.openshift-monitoring.svc:9091",
+            "flavour": "thanos",
+            "ca": {"configMap": "llm-hpa-adapter-backend-ca", "key": "service-ca.crt"},
+            "bearerToken": {"serviceAccountToken": True},
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("component", sorted(_COMPONENTS))
+def test_backend_values_render_the_deployment_of_the_component(
+    component: str, tmp_path: Path, kubectl_path: str
+) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(MANIFESTS, overlay)],
+                "components": [os.path.relpath(MANIFESTS / "backends" / component, overlay)],
+            }
+        )
+    )
+    base = find(render(overlay), "Deployment", NAME, NAMESPACE)
+    chart = find(template(require_binary("helm"), _COMPONENTS[component], tmp_path), "Deployment", NAME, NAMESPACE)
+    assert _normal(chart)["spec"] == _normal(base)["spec"]
