@@ -8,10 +8,13 @@ links in ``charts/llm-hpa-adapter/files/``.
 from __future__ import annotations
 
 import json
+import os
+import tomllib
 
 import yaml
 
 from tests.support import artifacts
+from tests.support.chart import CHART
 from tests.support.manifests import MANIFESTS, REPO, Obj, find, render
 
 
@@ -47,3 +50,23 @@ def test_no_second_copy_in_the_tree() -> None:
             for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
                 assert not (isinstance(doc, dict) and doc.get("groups") == groups), path
                 assert not (isinstance(doc, dict) and doc.get("spec", {}) == {"groups": groups}), path
+
+
+def test_files_are_links_to_the_one_source() -> None:
+    sources = {
+        "catalog.yaml": REPO / "adapter" / "catalog.yaml",
+        "llm-hpa-adapter.json": artifacts.DASHBOARD,
+        "llm-hpa-adapter.rules.yaml": artifacts.RULES,
+    }
+    files = CHART / "files"
+    assert {p.name for p in files.iterdir()} == set(sources)
+    for name, source in sources.items():
+        link = files / name
+        assert link.is_symlink() and not os.path.isabs(os.readlink(link)), link
+        assert link.resolve() == source.resolve()
+
+
+def test_chart_version_is_the_package_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert chart["version"] == chart["appVersion"] == version

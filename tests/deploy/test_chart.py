@@ -15,7 +15,6 @@ import copy
 import os
 import re
 import tarfile
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,8 @@ from tests.support.manifests import (
     rules_allow,
     selector_matches,
 )
+
+pytestmark = pytest.mark.binary("helm", "helm3")
 
 NAME = RELEASE
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIBdummy\n-----END CERTIFICATE-----\n"
@@ -356,26 +357,6 @@ def test_notes_give_the_first_read_and_the_warnings(tmp_path: Path) -> None:
     ready = {"certManager": {"enabled": True}, "networkPolicy": {"apiServer": {"cidrs": ["10.0.0.1/32"]}}}
     notes = helm_run(helm4, args, ready, tmp_path).stdout.partition("NOTES:")[2]
     assert "kubectl get --raw /apis/custom.metrics.k8s.io/v1beta2" in notes and "WARNING" not in notes
-
-
-def test_chart_version_is_the_package_version() -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    assert chart["version"] == chart["appVersion"] == version
-
-
-def test_files_are_links_to_the_one_source() -> None:
-    sources = {
-        "catalog.yaml": REPO / "adapter" / "catalog.yaml",
-        "llm-hpa-adapter.json": artifacts.DASHBOARD,
-        "llm-hpa-adapter.rules.yaml": artifacts.RULES,
-    }
-    files = CHART / "files"
-    assert {p.name for p in files.iterdir()} == set(sources)
-    for name, source in sources.items():
-        link = files / name
-        assert link.is_symlink() and not os.path.isabs(os.readlink(link)), link
-        assert link.resolve() == source.resolve()
 
 
 def test_packaged_chart_carries_the_files(tmp_path: Path) -> None:

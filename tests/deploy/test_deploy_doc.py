@@ -98,6 +98,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Obj]
     return root, [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
+@pytest.mark.binary("helm", "bash")
 def test_documented_install_renders_and_validates(installed: tuple[Path, list[Obj]]) -> None:
     root, objs = installed
     for obj in objs:
