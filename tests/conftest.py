@@ -27,6 +27,7 @@ BINARY_FIXTURES = {
     "backend": ("prometheus", "victoria-metrics"),
     "own_backend": ("prometheus", "victoria-metrics"),
     "kubectl_path": ("kubectl",),
+    "helm": ("helm", "helm3"),
 }
 
 
@@ -85,7 +86,7 @@ def own_backend(request: pytest.FixtureRequest) -> Iterator[TestBackend]:
 
 @pytest.fixture(scope="session")
 def kubectl_path() -> str:
-    """The real kubectl (test-infrastructure.md: a dispatcher, v1.32)."""
+    """The real kubectl: ``.tools/bin``'s (v1.34, ``make tools``) when installed, else PATH's."""
     return require_binary("kubectl")
 
 

@@ -11,15 +11,17 @@ import pytest
 from adapter.settings import Settings
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
+from tests.support.binaries import require_binary
 from tests.support.fleet_data import PodSpec, build, expected
 
 pytestmark = pytest.mark.binary("kubectl")
 
 
 def kubectl(url: str, home: str, path: str) -> subprocess.CompletedProcess[str]:
-    # HOME in a temp dir keeps ~/.kube/cache untouched (test-infrastructure.md).
+    # HOME in a temp dir keeps ~/.kube/cache untouched (test-infrastructure.md). kubectl from .tools/bin (a
+    # current one) when installed, else PATH's (tests/support/binaries.py).
     return subprocess.run(
-        ["kubectl", f"--server={url}", "get", "--raw", path],
+        [require_binary("kubectl"), f"--server={url}", "get", "--raw", path],
         capture_output=True,
         text=True,
         timeout=60,

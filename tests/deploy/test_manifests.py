@@ -35,7 +35,7 @@ from tests.support.manifests import (
 NS = "llm-hpa-adapter"
 NAME = "llm-hpa-adapter"
 # Optional files other parts of the project add; when present they must be part of the kustomization.
-OPTIONAL_RESOURCES = ("grafana-dashboard-configmap.yaml", "prometheusrule.yaml")
+OPTIONAL_RESOURCES = ("prometheusrule.yaml", "networkpolicy.yaml")
 EXPECTED_ARGS = [
     "serve",
     "--prometheus-url",
@@ -92,6 +92,7 @@ def test_the_objects_the_issue_asks_for(objs: list[Obj]) -> None:
         ("Deployment", NAME),
         ("PodDisruptionBudget", NAME),
         ("Service", NAME),
+        ("NetworkPolicy", NAME),
         ("APIService", "v1beta1.custom.metrics.k8s.io"),
         ("APIService", "v1beta2.custom.metrics.k8s.io"),
     ]:
@@ -103,7 +104,10 @@ def test_kustomization_lists_every_manifest_file_here() -> None:
     # A manifest dropped into the directory but not listed would silently never be applied. The optional
     # files of other parts of the project are covered the moment they appear.
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    listed = set(kustomization["resources"])
+    # Directories beside this one (the dashboard's) are kustomizations of their own.
+    outside = {r for r in kustomization["resources"] if r.startswith("../")}
+    assert all((MANIFESTS / r / "kustomization.yaml").is_file() for r in outside), outside
+    listed = set(kustomization["resources"]) - outside
     present = {p.name for p in MANIFESTS.glob("*.yaml")} - {"kustomization.yaml", "catalog.yaml"}
     assert present == listed
     for name in OPTIONAL_RESOURCES:
@@ -356,3 +360,28 @@ def test_manifest_files_parse_as_yaml() -> None:
     for path in paths:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
         assert docs and all(isinstance(d, dict) for d in docs), path
+
+
+def test_networkpolicy_admits_apiserver_and_prometheus_only(objs: list[Obj]) -> None:
+    policy = find(objs, "NetworkPolicy", NAME, NS)["spec"]
+    assert selector_matches(policy["podSelector"]["matchLabels"], _pod(objs)["metadata"]["labels"])
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    container_ports = {p["name"]: p["containerPort"] for p in _container(objs)["ports"]}
+    # Every ingress rule names its peers (a rule without them admits every source) and only the serving port.
+    for rule in policy["ingress"]:
+        assert rule["from"]
+        assert {container_ports.get(p["port"], p["port"]) for p in rule["ports"]} == {6443}
+    [apiserver, prometheus] = policy["ingress"]
+    # The placeholder: a documentation range (RFC 5737), never a real API server, until the overlay sets it.
+    assert apiserver["from"] == [{"ipBlock": {"cidr": "192.0.2.0/24"}}]
+    [peer] = prometheus["from"]
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
+    # Prometheus is the subject rbac.yaml lets read /metrics (monitoring/prometheus-k8s).
+    reader = find(objs, "ClusterRoleBinding", "llm-hpa-adapter-metrics-reader")["subjects"]
+    assert {s["namespace"] for s in reader} == {"monitoring"}
+    # Out: DNS, the API server (same address) and the backend's port of --prometheus-url.
+    [dns, to_apiserver, backend] = policy["egress"]
+    assert "to" not in dns and {p["port"] for p in dns["ports"]} == {53}
+    assert to_apiserver["to"] == apiserver["from"]
+    url = EXPECTED_ARGS[EXPECTED_ARGS.index("--prometheus-url") + 1]
+    assert {p["port"] for p in backend["ports"]} == {int(url.rsplit(":", 1)[1])}

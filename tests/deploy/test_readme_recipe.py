@@ -20,6 +20,7 @@ import pytest
 from tests.support.binaries import require_binary
 from tests.support.manifests import MANIFESTS, Obj, check_object, find, of_kind, render
 
+APISERVER_CIDR = "10.20.30.40/32"
 _BLOCK = re.compile(r"<!-- recipe:start[^>]*-->\s*```sh\n(.*?)```\s*<!-- recipe:end -->", re.DOTALL)
 
 
@@ -36,7 +37,12 @@ def overlay(tmp_path_factory: pytest.TempPathFactory, kubectl_path: str) -> tupl
     (root / "apiservice-manifests").symlink_to(MANIFESTS, target_is_directory=True)
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "llm-hpa-adapter").exists(), "the console script is installed with the package"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(root)}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(root),
+        "APISERVER_CIDR": APISERVER_CIDR,
+    }
     proc = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", _recipe()],
         cwd=root,
@@ -77,3 +83,22 @@ def test_secret_is_what_the_deployment_mounts(overlay: tuple[Path, list[Obj]]) -
     for key in ("tls.crt", "tls.key"):
         # kustomize folds long base64 over lines; Kubernetes' base64 decoding skips the newlines too.
         assert base64.b64decode(secret["data"][key]) == (certs / key).read_bytes()
+
+
+def test_networkpolicy_admits_the_given_apiserver_only(overlay: tuple[Path, list[Obj]]) -> None:
+    _, objs = overlay
+    policy = find(objs, "NetworkPolicy", "llm-hpa-adapter", "llm-hpa-adapter")["spec"]
+    peers = [p for rule in policy["ingress"] for p in rule["from"]]
+    cidrs = [p["ipBlock"]["cidr"] for p in peers if "ipBlock" in p]
+    assert cidrs == [APISERVER_CIDR]
+    egress = [p["ipBlock"]["cidr"] for rule in policy["egress"] for p in rule.get("to", []) if "ipBlock" in p]
+    assert egress == [APISERVER_CIDR]
+
+
+def test_recipe_refuses_to_run_without_the_apiserver_cidr(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "APISERVER_CIDR"}
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _recipe()], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode != 0 and "APISERVER_CIDR" in proc.stderr
+    assert not (tmp_path / "deploy").exists()
