@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import yaml
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -132,7 +132,10 @@ async def metrics(request: Request) -> Response:
 async def _hpa_from_body(request: Request) -> Any:
     from adapter.hpa.spec import load_hpa
 
-    body = await request.body()
+    try:
+        body = await request.body()
+    except ClientDisconnect:  # the body did not arrive (the connection's body deadline, or the client left)
+        raise BadRequest("the request body was not received") from None
     if not body.strip():
         return None
     try:
