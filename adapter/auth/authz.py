@@ -50,9 +50,11 @@ class TooManyReviews(AdapterError):
 
 
 def review_key(attrs: Attributes) -> str:
-    """What the review for ``attrs`` asks, and nothing else (the cache key; see the module docstring)."""
+    """What the review for ``attrs`` asks, and nothing coarser (the cache key; see the module docstring)."""
     user = attrs.user
     who = {"user": user.name, "uid": user.uid, "groups": list(user.groups), "extra": dict(user.extra)}
+    # The lane too, not sent in the review: a front-proxied request never waits on a direct caller's load.
+    who["lane"] = "front_proxy" if user.front_proxied else "direct"
     if attrs.resource_request:
         what = {
             "namespace": attrs.namespace,
