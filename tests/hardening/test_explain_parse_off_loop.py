@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import httpx
 
 from tests.hardening.conftest import SecureAdapter
 from tests.hardening.victim_support import Victim, front_proxy_args
+from tests.support.procs import children
 
 EXPLAIN = "/explain?namespace=a&metric=llm_composite_load&selector=app%3Dweb"
 # A flat list of 1.4 million items: libyaml itself needs seconds to build it (pure-Python PyYAML a minute).
@@ -25,18 +25,6 @@ ALIAS_BOMB = b"a: &a [x,x,x,x,x,x,x,x,x]\n" + b"".join(
     b"%s: &%s [*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s]\n" % ((chr(98 + i).encode(),) * 2 + (chr(97 + i).encode(),) * 9)
     for i in range(9)
 )
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
 
 
 def _post(adapter: SecureAdapter, pki, body: bytes, answers: list[httpx.Response]) -> None:  # type: ignore[no-untyped-def]
@@ -55,7 +43,7 @@ def test_a_slow_manifest_parses_off_the_event_loop(secure_adapter, pki, kube, pr
     poster.start()
     try:
         deadline = time.monotonic() + 60
-        while not _children(adapter.pid):  # the body has arrived and its parse has started, off the loop
+        while not children(adapter.pid):  # the body has arrived and its parse has started, off the loop
             assert not answers, f"answered without a parser process (parsed on the event loop): {answers[0].text[:200]}"
             assert time.monotonic() < deadline, "no parser process was started for the manifest"
             time.sleep(0.02)
@@ -72,7 +60,7 @@ def test_a_slow_manifest_parses_off_the_event_loop(secure_adapter, pki, kube, pr
     assert len(answers) == 1
     r = answers[0]
     assert r.status_code == 400 and r.json()["kind"] == "Status", (r.status_code, r.text[:300])
-    assert not _children(adapter.pid)  # the parser was stopped, not left running
+    assert not children(adapter.pid)  # the parser was stopped, not left running
     victim.assert_served(adapter, pki)
 
 
