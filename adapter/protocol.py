@@ -176,6 +176,7 @@ class ServingProtocol(HttpToolsProtocol):
     def _admit(self) -> str | None:
         """Count this connection in its pool, or name the cap it is over (and count it nowhere)."""
         shares, limits = self.shares, self.limits
+        self._address = self.client[0] if self.client else ""
         if (
             self._peer_der is not None
             and self._front_proxy_check is not None
@@ -186,7 +187,6 @@ class ServingProtocol(HttpToolsProtocol):
             shares.front_proxy += 1
             self._pool = "front_proxy"
             return None
-        self._address = self.client[0] if self.client else ""
         if shares.shared >= limits.max_connections:
             return "max_connections"
         if shares.by_address[self._address] >= limits.max_connections_per_address:
