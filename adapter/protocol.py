@@ -61,6 +61,8 @@ from adapter.routes.limits import MAX_HEADER_BYTES, MAX_TARGET_BYTES
 _SLICE = 16 * 1024
 # A refused connection is aborted this long after its error answer was written (time for it to leave).
 _ABORT_AFTER_S = 0.5
+# Refusals are counted in /metrics; the log says so at most this often per cap (a flood is one line, not 1,000/s).
+_LOG_EVERY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class ConnectionShares:
     refused: Counter[str] = field(default_factory=Counter)  # cap -> connections refused
     closed_with_body_pending: int = 0
     body_timeouts: int = 0
+    logged_at: dict[str, float] = field(default_factory=dict)  # cap -> when a refusal was last logged
 
 
 def connection_shares(config: Any) -> ConnectionShares:
@@ -165,7 +168,15 @@ class ServingProtocol(HttpToolsProtocol):
         refusal = self._admit()
         if refusal is not None:
             self.shares.refused[refusal] += 1
-            self.logger.warning("%s: refusing a connection from %s", refusal.replace("_", " "), self._address)
+            now = self.loop.time()
+            if now - self.shares.logged_at.get(refusal, -_LOG_EVERY_S) >= _LOG_EVERY_S:  # a flood: a line per 10 s
+                self.shares.logged_at[refusal] = now
+                self.logger.warning(
+                    "%s cap reached: refusing connections (this one from %s; %d refused so far)",
+                    refusal.replace("_", " "),
+                    self._address,
+                    self.shares.refused[refusal],
+                )
             message = (
                 b"too many connections from your address\n" if refusal == "per_address" else b"too many connections\n"
             )
