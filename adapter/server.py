@@ -15,10 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from adapter.app import create_app
 from adapter.auth.setup import Security
-from adapter.protocol import DEFAULT_LIMITS, ServingLimits, ServingProtocol
+from adapter.protocol import DEFAULT_LIMITS, ConnectionShares, FrontProxyCheck, ServingLimits, ServingProtocol
 from adapter.settings import Settings
 
 
@@ -58,10 +60,18 @@ class ServingConfig(uvicorn.Config):
     SSLContext when one is given (uvicorn would otherwise build a fresh context from file names)."""
 
     def __init__(
-        self, app: Any, *, limits: ServingLimits, ssl_context: ssl.SSLContext | None = None, **kwargs: Any
+        self,
+        app: Any,
+        *,
+        limits: ServingLimits,
+        ssl_context: ssl.SSLContext | None = None,
+        front_proxy_check: FrontProxyCheck | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(app, http=ServingProtocol, **kwargs)
         self.serving_limits = limits
+        self.front_proxy_check = front_proxy_check  # connections it accepts get the reserved pool
+        self.connection_shares = ConnectionShares()
         self._ssl_context = ssl_context
 
     def load(self) -> None:
@@ -72,6 +82,48 @@ class ServingConfig(uvicorn.Config):
     def get_loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop] | None:
         """uvicorn's extension point for the event loop: ours bounds TLS handshakes by the head timeout."""
         return _loop_factory(self.serving_limits.header_timeout_s)
+
+
+class FrontDoorCollector(Collector):
+    """``/metrics`` series for the front door's shares: open connections per pool, connections refused per cap,
+    connections dropped (body pending after an early answer, body too slow), reviews refused over a share."""
+
+    def __init__(self, shares: ConnectionShares, security: Security | None) -> None:
+        self.shares = shares
+        self.security = security
+
+    def collect(self) -> list[Metric]:
+        prefix = "llm_hpa_adapter_"
+        s = self.shares
+        open_ = GaugeMetricFamily(prefix + "connections_open", "Open client connections, by pool", labels=["pool"])
+        open_.add_metric(["shared"], s.shared)
+        open_.add_metric(["front_proxy"], s.front_proxy)
+        refused = CounterMetricFamily(
+            prefix + "connections_refused",
+            "Connections answered 503 and closed at once, by the cap they were over "
+            "(max_connections, per_address, front_proxy)",
+            labels=["cap"],
+        )
+        for cap in ("max_connections", "per_address", "front_proxy"):
+            refused.add_metric([cap], s.refused[cap])
+        dropped = CounterMetricFamily(
+            prefix + "connections_dropped",
+            "Connections closed by the server while a request body was outstanding: body_pending (answered "
+            "before the body was read), body_timeout (408: the body did not arrive in time)",
+            labels=["reason"],
+        )
+        dropped.add_metric(["body_pending"], s.closed_with_body_pending)
+        dropped.add_metric(["body_timeout"], s.body_timeouts)
+        out: list[Metric] = [open_, refused, dropped]
+        if self.security is not None:
+            reviews = CounterMetricFamily(
+                prefix + "reviews_refused",
+                "Requests answered 429 because their caller had its share of authorization reviews in flight",
+                labels=["reason"],
+            )
+            reviews.add_metric(["user_share"], self.security.authorizer.refused_over_share)
+            out.append(reviews)
+        return out
 
 
 def make_server(
@@ -91,10 +143,13 @@ def make_server(
         app,
         limits=limits,
         ssl_context=security.ssl_context if security else None,
+        # a getter through ``security``: the request-header CA may be reloaded while we serve
+        front_proxy_check=(lambda der: security.authenticator.is_front_proxy(der)) if security else None,
         host=host,
         port=port,
         log_level=log_level,
         access_log=False,
         lifespan="on",
     )
+    app.state.observability.registry.register(FrontDoorCollector(config.connection_shares, security))
     return uvicorn.Server(config)

@@ -113,6 +113,21 @@ class Authenticator:
             return user.with_authenticated_group()
         return None
 
+    def is_front_proxy(self, peer_der: bytes) -> bool:
+        """True when ``peer_der`` is a certificate that may vouch for ``X-Remote-*`` headers: issued by the
+        request-header CA, valid now, for client authentication, with an allowed CN. The connection layer
+        gives such connections their own pool (``adapter/protocol.py``); the request still authenticates."""
+        cfg = self.request_header
+        if cfg is None:
+            return False
+        try:
+            cert = x509.load_der_x509_certificate(peer_der)
+        except ValueError:
+            return False
+        if not _issued_by(cert, cfg.client_cas) or not (_valid_now(cert) and _has_client_auth(cert)):
+            return False
+        return not cfg.allowed_names or _cn(cert) in cfg.allowed_names
+
     def _from_request_headers(self, cert: x509.Certificate, headers: Sequence[tuple[bytes, bytes]]) -> UserInfo | None:
         cfg = self.request_header
         assert cfg is not None
@@ -132,7 +147,7 @@ class Authenticator:
                 if hname.lower().startswith(prefix.lower()):
                     extra_key = unquote(hname[len(prefix) :].lower())
                     extra[extra_key] = (*extra.get(extra_key, ()), value.decode("latin-1"))
-        return UserInfo(name, uid, groups, extra)
+        return UserInfo(name, uid, groups, extra, front_proxied=True)
 
     @staticmethod
     def _bearer(headers: Sequence[tuple[bytes, bytes]]) -> str | None:

@@ -45,18 +45,30 @@ class KubeAuthAPI:
     (``pool.py``): a flood of bad bearer tokens queues only behind other token reviews, never in front of the
     front-proxy traffic's access reviews. ``timeout_s`` bounds each call including its wait for a thread.
 
+    Access reviews take one of two lanes: front-proxied users (``UserInfo.front_proxied``: the HPA controller
+    through kube-aggregator) have their own, so they never queue behind callers that connect directly with a
+    bearer token or a client certificate, who share the other (each within its share, ``authz.py``).
+
     Lane sizes: the HPA controller syncs 5 HPAs at a time (kube-controller-manager
     ``--concurrent-horizontal-pod-autoscaler-syncs``) and decisions are cached 10 s, so 8 access-review
-    threads keep up with a busy cluster; bearer tokens are rare on this API (kubectl users), so 4 threads.
+    threads keep up with a busy cluster; direct callers are rare on this API (kubectl users), so their
+    access lane and the token lane have 4 threads each.
     """
 
     def __init__(
-        self, api_client: k8s.ApiClient, timeout_s: float = 10.0, *, token_workers: int = 4, access_workers: int = 8
+        self,
+        api_client: k8s.ApiClient,
+        timeout_s: float = 10.0,
+        *,
+        token_workers: int = 4,
+        access_workers: int = 8,
+        direct_access_workers: int = 4,
     ) -> None:
         self.api_client = api_client
         self.timeout_s = timeout_s
         self.token_pool = ReviewPool("TokenReview", token_workers, timeout_s)
         self.access_pool = ReviewPool("SubjectAccessReview", access_workers, timeout_s)
+        self.direct_access_pool = ReviewPool("SubjectAccessReview (direct callers)", direct_access_workers, timeout_s)
         self.config_pool = ReviewPool("ConfigMap", 1, timeout_s)
 
     async def _call(self, pool: ReviewPool, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -70,7 +82,7 @@ class KubeAuthAPI:
             raise UpstreamError(f"kubernetes API unreachable: {type(exc).__name__}") from None
 
     def close(self) -> None:
-        for pool in (self.token_pool, self.access_pool, self.config_pool):
+        for pool in (self.token_pool, self.access_pool, self.direct_access_pool, self.config_pool):
             pool.close()
 
     async def review_token(self, token: str) -> UserInfo | None:
@@ -107,7 +119,8 @@ class KubeAuthAPI:
             spec.non_resource_attributes = k8s.V1NonResourceAttributes(path=attrs.path, verb=attrs.verb)
         body = k8s.V1SubjectAccessReview(api_version="authorization.k8s.io/v1", kind="SubjectAccessReview", spec=spec)
         api = k8s.AuthorizationV1Api(self.api_client)
-        result = await self._call(self.access_pool, api.create_subject_access_review, body)
+        lane = self.access_pool if user.front_proxied else self.direct_access_pool
+        result = await self._call(lane, api.create_subject_access_review, body)
         status = result.status
         if status is None:
             return False, ""

@@ -2,7 +2,8 @@
 
 Health paths skip both (kubelet probes carry no credentials). ``/explain`` needs two decisions: the
 non-resource path, and reading the namespace's metric it shows (``user.explain_attributes``). No
-credentials or invalid ones → 401, a denial → 403 with upstream's message, a review that cannot be made → 503.
+credentials or invalid ones → 401, a denial → 403 with upstream's message, a review that cannot be made → 503,
+a caller over its share of the review lane (``authz.TooManyReviews``) → 429 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapter.api.wire import go_json, status
 from adapter.auth.authn import AuthenticationError, Authenticator
-from adapter.auth.authz import Authorizer, forbidden
+from adapter.auth.authz import Authorizer, TooManyReviews, forbidden
 from adapter.auth.user import EXPLAIN_PATH, explain_attributes, request_attributes
 from adapter.errors import AdapterError, UpstreamError
 
@@ -65,6 +66,9 @@ class AuthMiddleware:
             except UpstreamError as exc:
                 await _reply(send, UpstreamError(f"authorization review failed: {exc.message}"))
                 return
+            except TooManyReviews as exc:
+                await _reply(send, exc, [(b"retry-after", str(exc.retry_after_s).encode())])
+                return
             if not allowed:
                 await _reply(send, forbidden(attrs, reason))
                 return
@@ -72,11 +76,12 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-async def _reply(send: Send, err: AdapterError) -> None:
+async def _reply(send: Send, err: AdapterError, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
     body = go_json(status(err))
     headers: list[tuple[bytes, bytes]] = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
+        *(extra_headers or []),
     ]
     start: dict[str, Any] = {"type": "http.response.start", "status": err.code, "headers": headers}
     await send(start)

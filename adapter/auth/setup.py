@@ -46,6 +46,7 @@ class SecurityOptions:
     always_allow_paths: tuple[str, ...] = ALWAYS_ALLOW_PATHS
     cache_ttl_s: float = 10.0
     configmap_refresh_s: float = 60.0  # re-read the authentication ConfigMap this often
+    max_reviews_per_user: int = 4  # a direct (not front-proxied) caller's share of the review lane (authz.py)
 
 
 def _read(path: str) -> bytes:
@@ -96,6 +97,7 @@ class Security:
             always_allow_paths=opts.always_allow_paths,
             allowed_ttl_s=opts.cache_ttl_s,
             denied_ttl_s=opts.cache_ttl_s,
+            max_reviews_per_user=opts.max_reviews_per_user,
         )
         self.reloader = CertReloader(self.ssl_context, opts.tls, on_ca_change=self.reload_cas)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
@@ -12,18 +13,24 @@ MASTERS = "system:masters"
 
 @dataclass(frozen=True)
 class UserInfo:
-    """An authenticated user (apiserver ``user.Info``)."""
+    """An authenticated user (apiserver ``user.Info``), and whether the front proxy vouched for it.
+
+    ``front_proxied``: the identity came in ``X-Remote-*`` headers from a valid front-proxy certificate
+    (kube-aggregator, which has authenticated the user and applied kube-apiserver's own authorization and
+    API Priority and Fairness first). Its reviews take their own lane (``kubeapi.py``); it is not part of
+    the user's identity, so it is never sent in a review nor compared."""
 
     name: str
     uid: str = ""
     groups: tuple[str, ...] = ()
     extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    front_proxied: bool = field(default=False, compare=False)
 
     def with_authenticated_group(self) -> UserInfo:
         """Every authenticated user gets ``system:authenticated`` (apiserver authenticated_group_adder.go)."""
         if AUTHENTICATED in self.groups:
             return self
-        return UserInfo(self.name, self.uid, (*self.groups, AUTHENTICATED), self.extra)
+        return dataclasses.replace(self, groups=(*self.groups, AUTHENTICATED))
 
 
 @dataclass(frozen=True)

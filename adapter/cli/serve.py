@@ -67,6 +67,34 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(default %(default)g, kube-apiserver's ReadHeaderTimeout)",
     )
     lim.add_argument(
+        "--max-connections-per-address",
+        type=int,
+        default=DEFAULT_LIMITS.max_connections_per_address,
+        help="of those, open connections from one client address at most; front-proxy connections are "
+        "not counted (default %(default)s)",
+    )
+    lim.add_argument(
+        "--front-proxy-connections",
+        type=int,
+        default=DEFAULT_LIMITS.front_proxy_connections,
+        help="connections reserved for clients with a valid front-proxy certificate (kube-aggregator), "
+        "outside --max-connections (default %(default)s)",
+    )
+    lim.add_argument(
+        "--request-body-timeout",
+        type=float,
+        default=DEFAULT_LIMITS.body_timeout_s,
+        help="seconds a request body may take after its head, plus its length at 64 KiB/s; then 408 and "
+        "close (default %(default)g)",
+    )
+    lim.add_argument(
+        "--max-reviews-per-user",
+        type=int,
+        default=4,
+        help="SubjectAccessReviews one caller that is not front-proxied may have in flight; one more is "
+        "answered 429 with Retry-After (default %(default)s)",
+    )
+    lim.add_argument(
         "--authentication-configmap-refresh",
         type=float,
         default=60.0,
@@ -139,6 +167,7 @@ def security_from(args: argparse.Namespace) -> Security:
         use_cluster=use_cluster,
         lookup_configmap=not args.authentication_skip_lookup,
         configmap_refresh_s=args.authentication_configmap_refresh,
+        max_reviews_per_user=args.max_reviews_per_user,
     )
     return Security(opts)
 
@@ -156,8 +185,18 @@ def run(args: argparse.Namespace) -> int:
         pod_cache_ttl_s=args.pod_cache_ttl,
         forecast_tick_s=args.forecast_tick,
     )
-    if args.max_connections < 1 or args.request_header_timeout <= 0:
-        raise ConfigError("--max-connections must be at least 1 and --request-header-timeout positive")
-    limits = ServingLimits(max_connections=args.max_connections, header_timeout_s=args.request_header_timeout)
+    if min(args.max_connections, args.max_connections_per_address, args.front_proxy_connections) < 1:
+        raise ConfigError("--max-connections, --max-connections-per-address and --front-proxy-connections must be >= 1")
+    if args.request_header_timeout <= 0 or args.request_body_timeout <= 0:
+        raise ConfigError("--request-header-timeout and --request-body-timeout must be positive")
+    if args.max_reviews_per_user < 1:
+        raise ConfigError("--max-reviews-per-user must be at least 1")
+    limits = ServingLimits(
+        max_connections=args.max_connections,
+        header_timeout_s=args.request_header_timeout,
+        body_timeout_s=args.request_body_timeout,
+        max_connections_per_address=args.max_connections_per_address,
+        front_proxy_connections=args.front_proxy_connections,
+    )
     make_server(settings, host=host, port=port, security=security, log_level=args.log_level, limits=limits).run()
     return 0

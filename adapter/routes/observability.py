@@ -13,13 +13,13 @@ import logging
 import time
 from typing import Any
 
-import yaml
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter.errors import AdapterError, BadRequest, ConfigError, InternalError, Unsupported
 from adapter.explain import ExplainSource, Explanation, explain, to_text
+from adapter.explain.manifest import ManifestParser
 from adapter.observability import Observability
 from adapter.provider.base import MetricsProvider
 from adapter.routes import custom_metrics
@@ -132,13 +132,16 @@ async def metrics(request: Request) -> Response:
 async def _hpa_from_body(request: Request) -> Any:
     from adapter.hpa.spec import load_hpa
 
-    body = await request.body()
+    try:
+        body = await request.body()
+    except ClientDisconnect:  # the body did not arrive (the connection's body deadline, or the client left)
+        raise BadRequest("the request body was not received") from None
     if not body.strip():
         return None
-    try:
-        doc = yaml.safe_load(body)
-    except yaml.YAMLError as exc:
-        raise BadRequest(f"the request body is not a YAML/JSON HPA manifest: {exc}") from None
+    parser: ManifestParser | None = getattr(request.app.state, "manifest_parser", None)
+    if parser is None:  # one per app, made on the app's event loop (its semaphore belongs to that loop)
+        parser = request.app.state.manifest_parser = ManifestParser()
+    doc = await parser.parse(body)  # off the event loop, bounded (explain/manifest.py)
     if not isinstance(doc, dict):
         raise BadRequest("the request body must be one HorizontalPodAutoscaler manifest")
     return load_hpa(doc)

@@ -182,15 +182,22 @@ class KubePolicy:
     tokens: dict[str, dict] = field(default_factory=dict)  # type: ignore[type-arg]
     configmap: dict[str, str] = field(default_factory=dict)
     token_gate: object = None  # a threading.Event TokenReview waits on (a slow reviewer), when set
+    sar_gates: dict[str, object] = field(default_factory=dict)  # user -> threading.Event its reviews wait on
 
     def sar(self, req: FakeRequest, out: FakeHandler) -> None:
         body = json.loads(req.body)
         self.reviews.append(body)
         spec = body["spec"]
+        gate = self.sar_gates.get(spec["user"])
+        if gate is not None:
+            gate.wait(60)  # type: ignore[attr-defined]
         attrs = {"user": spec["user"], **spec.get("resourceAttributes", {})}
         denied = any(all(attrs.get(k) == v for k, v in rule.items()) for rule in self.denied)
         status = {"allowed": not denied, **({"denied": True, "reason": "RBAC: no rule allows it"} if denied else {})}
-        out.send_json(201, {**body, "status": status})
+        try:
+            out.send_json(201, {**body, "status": status})
+        except OSError:
+            pass  # the adapter gave up waiting (a gated review)
 
     def token_review(self, req: FakeRequest, out: FakeHandler) -> None:
         body = json.loads(req.body)
@@ -233,4 +240,6 @@ def kube(tmp_path: Path) -> Iterator[tuple[KubePolicy, Path]]:
     finally:
         if policy.token_gate is not None:
             policy.token_gate.set()  # type: ignore[attr-defined]
+        for gate in policy.sar_gates.values():
+            gate.set()  # type: ignore[attr-defined]
         fake.close()

@@ -15,21 +15,14 @@ import uuid
 import httpx
 
 from tests.hardening.conftest import SecureAdapter
+from tests.hardening.victim_support import front_proxy_args
 
 FLOOD = 60
 PATH = "/apis/custom.metrics.k8s.io/v1beta2"
 
 
 def _adapter(secure_adapter, pki, kubeconfig) -> SecureAdapter:  # type: ignore[no-untyped-def]
-    return secure_adapter(
-        "--authentication-kubeconfig",
-        str(kubeconfig),
-        "--authentication-skip-lookup",
-        "--requestheader-client-ca-file",
-        pki.fp_ca_file,
-        "--requestheader-allowed-names",
-        "front-proxy-client",
-    )
+    return secure_adapter(*front_proxy_args(pki, kubeconfig))
 
 
 def _wait(predicate, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from tests.hardening.victim_support import front_proxy_args
 from tests.support.fleet_data import PodSpec, build
 
 METRIC = "llm_composite_load"
@@ -29,15 +30,7 @@ def test_explain_is_authorized_per_namespace(secure_adapter, pki, kube, promethe
         prometheus.load(build(ns, [PodSpec(pod, gpus=1, layout="honor", labels={"app": "web"}, deployment="web")], now))
     user = "tenant-user"
     policy.denied.append({"user": user, "namespace": victim})  # RBAC: the tenant may not read the victim's
-    adapter = secure_adapter(
-        "--authentication-kubeconfig",
-        str(kubeconfig),
-        "--authentication-skip-lookup",
-        "--requestheader-client-ca-file",
-        pki.fp_ca_file,
-        "--requestheader-allowed-names",
-        "front-proxy-client",
-    )
+    adapter = secure_adapter(*front_proxy_args(pki, kubeconfig))
     headers = {"X-Remote-User": user, "X-Remote-Group": "tenants"}
     policy.reviews.clear()
 

@@ -31,6 +31,7 @@ import httpx
 
 from adapter import certs
 from adapter.devservers import LOOPBACK, BinaryNotFound, DevServerError, free_port
+from tests.support.procs import children
 
 TENANT = "team-a"
 
@@ -180,15 +181,7 @@ http {{
     def _workers(self) -> list[int]:
         """Pids of the master's children (the workers, old ones still draining included)."""
         assert self._proc is not None
-        out = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == self._proc.pid:
-                out.append(int(stat.parent.name))
-        return out
+        return children(self._proc.pid)
 
     def access_log(self) -> str:
         return (self.dir / "access.log").read_text()
