@@ -41,7 +41,7 @@ def _execute(rule: Rule, data: Struct) -> PromQL:
         text = rule.metrics_query.render(data)
     except TemplateError as exc:
         raise InternalError(f"{rule.where}: metricsQuery: {exc}") from None
-    if not text.strip():
+    if not text:
         raise InternalError(f"{rule.where}: metricsQuery: empty query produced by metrics query template")
     return PromQL(text)
 
