@@ -23,6 +23,7 @@ import yaml
 
 from adapter.errors import ConfigError
 from adapter.promadapter.goregexp import compile_go
+from adapter.promadapter.gotemplate import Kind, Template, TemplateError, parse_template
 from adapter.promadapter.resources import (
     BUILTIN,
     NAMESPACES,
@@ -31,7 +32,6 @@ from adapter.promadapter.resources import (
     ResourceTable,
     template_regex,
 )
-from adapter.promadapter.template import Kind, Template, TemplateError, parse_template
 
 RuleKind = Literal["rules", "externalRules"]
 

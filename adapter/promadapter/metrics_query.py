@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from adapter.errors import InternalError, NotFound
 from adapter.labels import Selector
 from adapter.promadapter.config import Rule
+from adapter.promadapter.gotemplate import Struct, TemplateError, Value
 from adapter.promadapter.resources import GroupResource
-from adapter.promadapter.template import Struct, TemplateError, Value
 from adapter.query.promql import PromQL, any_of, quote, selector_matchers
 from adapter.settings import LABEL_NAME
 

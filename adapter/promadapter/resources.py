@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from adapter.promadapter.template import Struct, Template, TemplateError
+from adapter.promadapter.gotemplate import Struct, Template, TemplateError
 
 # Root-scoped resources whose metrics prometheus-adapter lists as not namespaced
 # (pkg/naming/resource_converter.go NsGroupResource, NodeGroupResource, PVGroupResource).

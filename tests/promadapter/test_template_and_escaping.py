@@ -15,9 +15,9 @@ import pytest
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.promadapter.config import QUERY_FIELDS, parse_config
 from adapter.promadapter.goregexp import compile_go, expand
+from adapter.promadapter.gotemplate import Struct, TemplateError, parse_template
 from adapter.promadapter.metrics_query import render_custom
 from adapter.promadapter.resources import GroupResource
-from adapter.promadapter.template import Struct, TemplateError, parse_template
 from tests.support.promql import split_literals
 
 PODS = GroupResource("", "pods")
