@@ -11,7 +11,7 @@ assignment does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from adapter.promadapter.config import AdapterConfig, Rule
 from adapter.promadapter.naming import metric_name, passes
 from adapter.promadapter.resources import GroupResource, ResourceTable
 
+_MAX_LABEL_SETS = 10_000
 # One listed series: its labels, ``__name__`` included (an item of /api/v1/series' ``data``).
 SeriesLabels = Mapping[str, str]
 
@@ -92,22 +93,42 @@ class Registry:
         ]
 
 
+def _named(rule: Rule) -> Callable[[str], str | None]:
+    """The rule's filter and naming for a series name, memoized: a listing repeats each name many times."""
+    memo: dict[str, str | None] = {}
+
+    def named(name: str) -> str | None:
+        if name not in memo:
+            memo[name] = metric_name(rule, name) if passes(rule, name) else None
+        return memo[name]
+
+    return named
+
+
 def _custom(rule: Rule, series: Sequence[SeriesLabels], into: dict[CustomMetric, Source]) -> None:
+    named = _named(rule)
+    # Series of one exporter share their label names: resolve each set of names once.
+    resolved: dict[tuple[str, ...], list[GroupResource]] = {}
     for labels in series:
         name = labels.get("__name__", "")
-        if not passes(rule, name):
-            continue
-        metric = metric_name(rule, name)
+        metric = named(name)
         if metric is None:
             continue
-        for resource in rule.resources.resources_for_labels(labels):
+        keys = tuple(labels)
+        resources = resolved.get(keys)
+        if resources is None:
+            resources = rule.resources.resources_for_labels(keys)
+            if len(resolved) < _MAX_LABEL_SETS:
+                resolved[keys] = resources
+        for resource in resources:
             into[CustomMetric(resource, metric, resource.namespaced_metric)] = Source(rule, name)
 
 
 def _external(rule: Rule, series: Sequence[SeriesLabels], into: dict[str, Source]) -> None:
+    named = _named(rule)
     for labels in series:
         name = labels.get("__name__", "")
-        if passes(rule, name) and (metric := metric_name(rule, name)) is not None:
+        if (metric := named(name)) is not None:
             into[metric] = Source(rule, name)
 
 

@@ -25,6 +25,7 @@ from adapter.promadapter.gotemplate import Struct, Template, TemplateError
 # Root-scoped resources whose metrics prometheus-adapter lists as not namespaced
 # (pkg/naming/resource_converter.go NsGroupResource, NodeGroupResource, PVGroupResource).
 _ROOT_SCOPED = frozenset({("", "namespaces"), ("", "nodes"), ("", "persistentvolumes")})
+_MAX_RESOLVED = 10_000
 _GROUP_SANITIZER = str.maketrans({".": "_", "-": "_"})
 
 
@@ -186,18 +187,24 @@ class ResourceConverter:
     def _label_pattern(self) -> re.Pattern[str] | None:
         return None if self.template is None else template_regex(self.template)
 
+    @functools.cached_property
+    def _resolved(self) -> dict[str, GroupResource | None]:
+        # Label names repeat across every listed series; each is resolved once (upstream keeps the same cache).
+        return {}
+
     def resource_for_label(self, label: str) -> GroupResource | None:
         """The group-resource a series label names, or None (overrides first, then the template)."""
         override = self.overrides.get(label)
-        if override is not None:
+        if override is not None or self._label_pattern is None:
             return override
-        if self._label_pattern is None:
-            return None
+        memo = self._resolved
+        if label in memo:
+            return memo[label]
         m = self._label_pattern.match(label)
-        if m is None:
-            return None
-        group = m.groupdict().get("group") or ""
-        return self.table.normalize(group, m.group("resource"))
+        found = None if m is None else self.table.normalize(m.groupdict().get("group") or "", m.group("resource"))
+        if len(memo) < _MAX_RESOLVED:  # a backend inventing label names cannot grow it without bound
+            memo[label] = found
+        return found
 
     def resources_for_labels(self, labels: Iterable[str]) -> list[GroupResource]:
         """Every group-resource the labels of one series name, sorted, each once (``ResourcesForSeries``)."""
