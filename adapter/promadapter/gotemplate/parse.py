@@ -182,7 +182,7 @@ class _Parser:
         elif pipe.decl:
             inner[pipe.decl[-1]] = kind
         body, stop = self._list(body_dot, inner)
-        node = Node(word, pipe=pipe, body=body)
+        orelse: list[Node] = []
         if stop is None:
             raise TemplateError(f"unexpected EOF: {word} has no end")
         if stop.startswith("else"):
@@ -190,17 +190,16 @@ class _Parser:
             if rest.startswith(("if ", "with ")):
                 # ``else if`` / ``else with``: an if/with nested in the else branch; it consumes the shared end.
                 sub_word, _, sub_rest = rest.partition(" ")
-                node.orelse = [self._control(sub_word, _lex_action(sub_rest), dot, scope)]
-                return node
-            elif rest:
+                nested = self._control(sub_word, _lex_action(sub_rest), dot, scope)
+                return Node(word, pipe=pipe, body=tuple(body), orelse=(nested,))
+            if rest:
                 raise TemplateError(f"unexpected {rest!r} after else")
-            else:
-                node.orelse, stop = self._list(dot, scope)
+            orelse, stop = self._list(dot, scope)
             if stop != "end":
                 raise TemplateError(f"expected end; found {stop}")
         elif stop != "end":
             raise TemplateError(f"unexpected {stop!r}")
-        return node
+        return Node(word, pipe=pipe, body=tuple(body), orelse=tuple(orelse))
 
     def _pipe(
         self, toks: list[_Tok], dot: Kind, scope: dict[str, Kind], *, declare: bool, ranging: bool = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Union
 
 # The static type of a value: what fields, ranging and printing may do with it.
@@ -48,15 +48,15 @@ class Pipe:
     cmds: tuple[tuple[Operand, ...], ...]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Node:
     """Text, an action that prints its pipeline, or ``if``/``range``/``with`` with a body and an else branch."""
 
     kind: str  # text | action | if | range | with
     text: str = ""
     pipe: Pipe | None = None
-    body: list[Node] = field(default_factory=list)
-    orelse: list[Node] = field(default_factory=list)
+    body: tuple[Node, ...] = ()
+    orelse: tuple[Node, ...] = ()
 
 
 def go_format(value: object) -> str:
