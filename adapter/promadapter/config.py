@@ -254,6 +254,8 @@ def _rule(
     filters = _filters(body.get("seriesFilters"), where, errors)
     resources = _resources(body.get("resources"), where, table, errors, warnings)
     namespaced = _namespaced(body.get("resources"), where, errors)
+    if kind == "rules" and not namespaced:
+        warnings.append(f"{where}: resources.namespaced: false has no effect on a custom-metrics rule (external only)")
 
     name = _mapping(body.get("name"), where, "name", ("matches", "as"), errors)
     matches = _string(name.get("matches"), where, "name.matches", errors)

@@ -133,3 +133,12 @@ def test_a_crd_override_is_taken_as_written_with_a_warning() -> None:
     config = parse_config(rule(resources="{overrides: {foo: {group: example.com, resource: Foos}}}"))
     assert str(config.rules[0].resources.overrides["foo"]) == "foos.example.com"
     assert "foos.example.com is not a built-in resource" in config.warnings[0]
+
+
+def test_namespaced_false_on_a_custom_rule_is_accepted_with_a_warning() -> None:
+    """prometheus-adapter reads ``namespaced`` into every namer but only ``BuildExternal`` looks at it."""
+    config = parse_config(rule(resources="{template: '<<.Resource>>', namespaced: false}"))
+    assert config.warnings == (
+        "rules[0] (seriesQuery '{namespace!=\"\"}'): resources.namespaced: false has no effect on a custom-metrics"
+        " rule (external only)",
+    )
