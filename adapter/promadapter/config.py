@@ -174,7 +174,7 @@ def _filters(raw: Any, where: str, errors: _Errors) -> list[SeriesFilter]:
     for i, item in enumerate(raw):
         path = f"seriesFilters[{i}]"
         body = _mapping(item, where, path, ("is", "isNot"), errors)
-        is_, is_not = _string(body.get("is"), where, f"{path}.is", errors), ""
+        is_ = _string(body.get("is"), where, f"{path}.is", errors)
         is_not = _string(body.get("isNot"), where, f"{path}.isNot", errors)
         if is_ and is_not:
             errors.add(where, path, f"cannot have both an `is` ({is_!r}) and `isNot` ({is_not!r}) expression")
@@ -282,7 +282,12 @@ def _rule(
     else:
         metrics_query = _template(query_source, QUERY_FIELDS, where, "metricsQuery", errors)
 
-    namespace_label = resources.label_for(NAMESPACES) if len(errors.items) == before else None
+    namespace_label = None
+    if len(errors.items) == before:
+        try:
+            namespace_label = resources.label_for(NAMESPACES)
+        except TemplateError as exc:
+            errors.add(where, "resources.template", f"{exc} (executed for namespaces)")
     if namespace_label is not None and not _LABEL_NAME.match(namespace_label):
         errors.add(where, "resources.template", f"makes {namespace_label!r} for namespaces: not a label name")
     if kind == "externalRules" and namespaced and namespace_label is None:

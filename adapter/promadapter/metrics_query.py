@@ -66,7 +66,10 @@ def render_custom(
             raise NotFound(f"{rule.where}: no label names namespaces, so {resource} in a namespace cannot be queried")
         matchers.append(f"{rule.namespace_label}={quote(namespace)}")
         values[rule.namespace_label] = _literal_content([namespace])
-    label = rule.resources.label_for(resource)
+    try:
+        label = rule.resources.label_for(resource)
+    except TemplateError as exc:
+        raise InternalError(f"{rule.where}: resources.template: {exc}") from None
     if label is None:
         raise NotFound(f"{rule.where}: no label names {resource}")
     if not LABEL_NAME.match(label):

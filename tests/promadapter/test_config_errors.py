@@ -51,6 +51,8 @@ CASES = [
     ("template without .Resource", {"resources": "{template: 'kube_<<.Group>>'}"},
      f"{WHERE}: resources.template", "must include at least"),
     ("template unknown field", {"resources": "{template: '<<.Kind>>'}"}, f"{WHERE}: resources.template", "field Kind"),
+    ("template failing when executed", {"resources": "{template: '<<.Resource>><<index .Group 9>>'}"},
+     f"{WHERE}: resources.template", "index out of range"),
     ("namespaced not a bool", {"resources": "{template: '<<.Resource>>', namespaced: 'no way'}"},
      f"{WHERE}: resources.namespaced", "true or false"),
     ("name unknown key", {"name": "{match: x}"}, f"{WHERE}: name.match", "unknown field"),
