@@ -13,7 +13,7 @@ import pytest
 from adapter.errors import ConfigError, UpstreamError
 from adapter.promadapter.config import parse_config
 from adapter.promadapter.discovery import DEFAULT_RELIST_INTERVAL_S, RelistSettings, parse_series
-from adapter.promadapter.registry import by_series_query
+from adapter.promadapter.registry import MAX_SERIES_NAME, by_series_query, discover
 from adapter.query.results import PartialAnswer
 
 
@@ -68,3 +68,12 @@ def test_rules_sharing_a_series_query_share_one_listing() -> None:
     text = "rules:\n" + "".join(f"- {{seriesQuery: '{q}', metricsQuery: x}}\n" for q in ("a", "b", "a", "a"))
     groups = by_series_query(parse_config(text).rules)
     assert {q: [r.index for r in rules] for q, rules in groups.items()} == {"a": [0, 2, 3], "b": [1]}
+
+
+def test_an_overlong_series_name_is_skipped() -> None:
+    """Any pod can name its series; one made to be slow to match is not matched at all."""
+    rule = "- {seriesQuery: q, metricsQuery: x, seriesFilters: [{isNot: '.*_total$'}]}"
+    config = parse_config(f"externalRules:\n{rule}\n")
+    long_name = "a" * (MAX_SERIES_NAME + 1)
+    registry = discover(config, {"q": [{"__name__": long_name}, {"__name__": "a" * MAX_SERIES_NAME}]})
+    assert sorted(registry.external) == ["a" * MAX_SERIES_NAME]
