@@ -1,6 +1,6 @@
 """The command line: ``python -m adapter <command>`` (also installed as ``llm-hpa-adapter``).
 
-Commands: serve, demo, backtest, simulate, calibrate, certs, explain. Each command module exposes
+Commands: serve, demo, backtest, simulate, calibrate, certs, explain, promadapter-check. Each command module exposes
 ``register(subparsers)``. Every command module is imported on every run: one that fails to import is a broken
 install or a bug, and fails the whole command line with its error instead of vanishing from ``--help``.
 """
@@ -25,6 +25,7 @@ _COMMANDS = (
     "adapter.cli.explain",
     "adapter.cli.simulate",
     "adapter.cli.calibrate",
+    "adapter.cli.promadapter_check",
 )
 # Optional dependencies and the extra that installs each (pyproject.toml [project.optional-dependencies]).
 _EXTRAS = {"matplotlib": "plot"}

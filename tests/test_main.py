@@ -27,7 +27,16 @@ def _commands(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_every_command_is_registered() -> None:
-    assert _commands(cli.build_parser()) == {"serve", "demo", "backtest", "certs", "explain", "simulate", "calibrate"}
+    assert _commands(cli.build_parser()) == {
+        "serve",
+        "demo",
+        "backtest",
+        "certs",
+        "explain",
+        "simulate",
+        "calibrate",
+        "promadapter-check",
+    }
 
 
 def test_a_command_that_fails_to_import_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
