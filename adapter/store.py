@@ -420,6 +420,8 @@ class Store(Generic[K, V]):
         for key, entry in self._entries.items():
             if entry.due <= now and entry.flight is None and entry.value is not None and entry.used >= active_after:
                 entry.due = now + self.config.refresh_s  # the phase moves only if the loop itself ran late
+                # The load starts now (not when the task first runs): the key shows as loading at once.
+                entry.flight = asyncio.ensure_future(self._load_into(key, entry))
                 task = asyncio.create_task(self._refresh(key, entry), name=f"store-{self.name}-refresh")
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
