@@ -52,6 +52,7 @@ REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 UPSTREAM_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 FIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
 OTHER = "other"
+MAX_NAME = 128  # longest unknown metric name counted under its own label
 # PromClient outcomes that mean no answer came back (others: ok, error, http_NNN, a bounded set of codes).
 _UNREACHABLE = ("unreachable", "timeout")
 
@@ -264,9 +265,11 @@ class Observability:
         self.request_seconds.labels(route, version).observe(seconds)
 
     def unknown_metric(self, metric: str, resource: str) -> None:
-        """A client asked for a metric the catalog does not serve ("my HPA says metric not found")."""
+        """A client asked for a metric the catalog does not serve ("my HPA says metric not found"). A name
+        longer than ``MAX_NAME`` is counted as "other": no catalog name is that long, and the label must not
+        carry kilobytes of a client's text into every scrape."""
         if metric not in self._unknown_names:
-            if len(self._unknown_names) >= self.max_unknown_names:
+            if len(self._unknown_names) >= self.max_unknown_names or len(metric) > MAX_NAME:
                 metric = OTHER
             else:
                 self._unknown_names.add(metric)

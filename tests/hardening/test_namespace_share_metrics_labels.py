@@ -16,6 +16,7 @@ import re
 import httpx
 
 from adapter.labels import parse_selector
+from adapter.observability import Observability
 from tests.hardening.test_namespace_share_store import PODS, adapter_with_clock, catalog, load, served, url_for
 from tests.support.backends import TestBackend
 
@@ -62,3 +63,14 @@ def test_store_series_carry_no_selector_text(prometheus: TestBackend, unique_ns:
             f'llm_hpa_adapter_store_data_age_seconds{{namespace="{victim}",metric="inference_queue_depth",selector=""}}'
             in scrape
         )
+
+
+def test_a_long_unknown_metric_name_is_no_label() -> None:
+    """The other client-chosen text that reached a label: an unknown metric's name (the first 50 are kept)."""
+    obs = Observability()
+    obs.unknown_metric("m" * 8000, "pods")
+    obs.unknown_metric("typo_metric", "pods")
+    text = obs.exposition().decode()
+    assert "m" * 200 not in text
+    assert 'llm_hpa_adapter_unknown_metric_requests_total{metric="other",resource="pods"} 1.0' in text
+    assert 'llm_hpa_adapter_unknown_metric_requests_total{metric="typo_metric",resource="pods"} 1.0' in text
