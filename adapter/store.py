@@ -393,10 +393,10 @@ class Store(Generic[K, V]):
         phase = zlib.crc32(repr(key).encode()) / 2**32
         entry.due = entry.loaded + min(refresh * (0.5 + phase), max(refresh / 2, staleness - refresh / 4))
 
-    async def _refresh(self, key: K, entry: _Entry[V]) -> None:
+    async def _refresh(self, key: K, entry: _Entry[V], flight: asyncio.Future[None]) -> None:
         self.loads.count("refresh", self.namespace_of(key))
         try:
-            await self._load(key, entry)
+            await asyncio.shield(flight)
             self.counters.refreshes += 1
         except Exception:
             self.counters.failures += 1
@@ -421,8 +421,8 @@ class Store(Generic[K, V]):
             if entry.due <= now and entry.flight is None and entry.value is not None and entry.used >= active_after:
                 entry.due = now + self.config.refresh_s  # the phase moves only if the loop itself ran late
                 # The load starts now (not when the task first runs): the key shows as loading at once.
-                entry.flight = asyncio.ensure_future(self._load_into(key, entry))
-                task = asyncio.create_task(self._refresh(key, entry), name=f"store-{self.name}-refresh")
+                flight = entry.flight = asyncio.ensure_future(self._load_into(key, entry))
+                task = asyncio.create_task(self._refresh(key, entry, flight), name=f"store-{self.name}-refresh")
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
 
