@@ -23,7 +23,7 @@ import pytest
 
 from adapter.quantity import parse_quantity
 from adapter.settings import ForecastDef, Settings, load_catalog
-from tests.forecast_serving.test_boosted import at_load, history, independent_boost
+from tests.forecast_serving.test_boosted import at_load, independent_boost, load_ramp
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import TestBackend
 from tests.support.fleet_data import PodSpec, build, expected
@@ -45,13 +45,7 @@ def values(r: httpx.Response) -> dict[str, float]:
 
 def test_sets_of_deployments_cannot_take_the_forecast_slots(prometheus: TestBackend, unique_ns: str) -> None:
     victim, attacker = f"{unique_ns}-victim", f"{unique_ns}-attacker"
-    now = float(int(time.time()) - 60)
-    prometheus.load(history(victim, now, hours=10))
-    llama = [
-        PodSpec(name, gpus=2, layout="honor", labels={"app": "llama"}, deployment="llama")
-        for name in ("llama-7f9b8c6d4-bbbb1", "llama-7f9b8c6d4-bbbb2")
-    ]
-    prometheus.load(build(victim, llama, now))
+    now, llama = load_ramp(prometheus, victim)
     prometheus.load(
         build(
             attacker,
