@@ -205,12 +205,11 @@ class ForecastService:
         """
         w = self._workloads.get(key)
         if w is None:
-            why = self._admit(key)
-            if why:
+            refused = self._admit(key)
+            if refused is not None:
+                budget, self.refusal = refused
                 self.refused += 1
-                self.refusal = why
-                budget = "forecast_sets" if "max_sets" in why else "forecast_workloads"
-                self.shares.count(budget, key.namespace, why)
+                self.shares.count(budget, key.namespace, self.refusal)
                 return False
             self._workloads[key] = _Workload(last_seen=self.clock())
             self._by_namespace.setdefault(key.namespace, {})[key] = None
@@ -219,8 +218,9 @@ class ForecastService:
             w.last_seen = self.clock()
         return True
 
-    def _admit(self, key: WorkloadKey) -> str:
-        """'' when ``key`` may be registered now (after making room if that is fair), else why not."""
+    def _admit(self, key: WorkloadKey) -> tuple[str, str] | None:
+        """None when ``key`` may be registered now (after making room if that is fair), else the budget it
+        exceeds (``adapter/shares.py``) and why."""
         spec = self.spec
         own = self._by_namespace.get(key.namespace, {})
         if len(own) >= spec.max_workloads_per_namespace or (
@@ -229,12 +229,12 @@ class ForecastService:
             self._drop_forgotten()
             own = self._by_namespace.get(key.namespace, {})
         if len(own) >= spec.max_workloads_per_namespace:
-            return (
+            return "forecast_workloads", (
                 f"namespace {key.namespace} has {len(own)} forecast workloads, its share "
                 f"(forecast.max_workloads_per_namespace); one not asked for in {spec.forget_after_s:g}s gives way"
             )
         if len(key.deployments) > 1 and sum(len(k.deployments) > 1 for k in own) >= spec.max_sets_per_namespace:
-            return (
+            return "forecast_sets", (
                 f"namespace {key.namespace} has {spec.max_sets_per_namespace} forecast workloads of several "
                 "Deployments (forecast.max_sets_per_namespace): give each HPA's pods one Deployment"
             )
@@ -246,8 +246,8 @@ class ForecastService:
             if len(biggest) > len(own) + 1 and movable:
                 self._forget(min(movable, key=lambda k: self._workloads[k].last_seen))
             else:
-                return f"{len(self._workloads)} workloads are forecast, the cap (forecast.max_workloads)"
-        return ""
+                return "forecast_workloads", f"{len(self._workloads)} workloads are forecast (forecast.max_workloads)"
+        return None
 
     def _forget(self, key: WorkloadKey) -> None:
         del self._workloads[key]
