@@ -13,8 +13,9 @@ into the edges through small hooks, each a plain method:
 - ``watch_store(store)``: the value store's keys (age of the data served, refresh duration) and counters,
   read from its memory at scrape time (at most the store's ``max_keys`` keys, ``max_keys_per_namespace`` per
   namespace). A key's ``selector`` label is ``selector_id`` of its metricLabelSelector, never its text;
-- ``namespace_share_exceeded_total{budget, namespace}``: the store's and the forecast service's share events
-  (``adapter/shares.py``; at most ``MAX_NAMESPACES`` namespaces by name, the rest ``other``).
+- ``namespace_share_exceeded_total{budget, namespace}``: the store's and the forecast service's share events,
+  ``store_namespace_keys{namespace}`` and ``store_namespace_loads_total{namespace, kind}``: what each namespace
+  holds and costs (``adapter/shares.py``; at most ``MAX_NAMESPACES`` namespaces by name, the rest ``other``).
 
 No label value is text a tenant chose beyond a Kubernetes name (namespace, pod, Deployment: DNS names of at
 most 253 characters). Cardinality is bounded by construction: label values are either fixed sets (route,
@@ -43,6 +44,7 @@ from adapter.aggregate import CompositeValue
 from adapter.exposition import escape_label_value, label_pairs
 from adapter.forecast.metrics import wape
 from adapter.settings import Catalog
+from adapter.shares import MAX_NAMESPACES
 from adapter.store import Store
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of
 
@@ -433,6 +435,11 @@ _FAMILIES = (
         "refresh, failure, dropped (idle)",
     ),
     (
+        "store_namespace_keys",
+        "gauge",
+        "Keys the value store keeps for the namespace (its share: max_keys_per_namespace)",
+    ),
+    (
         "store_namespace_loads_total",
         "counter",
         "Backend queries spent on a namespace's store keys: refresh (background) or direct (a request's own load)",
@@ -532,6 +539,11 @@ def _computed_text(obs: Observability) -> str:
             lines["store_events_total"].append(
                 f'{PREFIX}store_events_total{{event="{_EVENTS[f.name]}"}} {float(getattr(counters, f.name))!r}'
             )
+        held = sorted(store.namespace_keys().items(), key=lambda kv: (-kv[1], kv[0]))
+        for namespace, n in held[:MAX_NAMESPACES]:  # the namespaces holding the most, the rest as "other"
+            add("store_namespace_keys", _labels(namespace=namespace), float(n))
+        if len(held) > MAX_NAMESPACES:
+            add("store_namespace_keys", _labels(namespace=OTHER), float(sum(n for _, n in held[MAX_NAMESPACES:])))
         for (kind, namespace), n in sorted(store.loads.counts.items()):
             add("store_namespace_loads_total", _labels(namespace=namespace, kind=kind), float(n))
     for shares in (store.shares if store is not None else None, service.shares if service is not None else None):

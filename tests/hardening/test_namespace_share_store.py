@@ -153,6 +153,8 @@ def test_one_namespace_cannot_take_the_store_keys_of_another(prometheus: TestBac
         assert store.loads.get("refresh", victim) > 0
         text = client.get(url + "/metrics").text
         assert counter(text, "store_namespace_loads_total", namespace=attacker, kind="refresh") == later_before
+        assert counter(text, "store_namespace_keys", namespace=attacker) == store.namespace_keys()[attacker]
+        assert counter(text, "store_namespace_keys", namespace=victim) == 2
 
 
 def test_a_namespace_past_its_share_is_served_directly_then_refused(prometheus: TestBackend, unique_ns: str) -> None:
