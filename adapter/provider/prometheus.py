@@ -294,7 +294,7 @@ class PrometheusProvider:
                 values = {p: cached.values[p] for p in fused}
             quantities = cached.quantities
         else:  # not fused yet for these term values: fuse this request's pods (and have the next refresh do it)
-            if fkey not in self._fused:
+            if fkey not in self._fused and all(store.has(k) for k in keys):  # terms past a share are not kept
                 if len(self._fused) >= self.store.config.max_keys:  # bounded like the store's keys
                     self._prune_fused()
                 self._fused[fkey] = None
