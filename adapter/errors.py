@@ -74,5 +74,12 @@ class UpstreamError(AdapterError):
     reason = "ServiceUnavailable"
 
 
+class TooManyRequests(AdapterError):
+    """A namespace spent its share of a budget all namespaces share (``adapter/shares.py``); it may retry later."""
+
+    code = 429
+    reason = "TooManyRequests"
+
+
 class ConfigError(Exception):
     """The catalog or the command line is invalid; raised at start-up, never while serving."""

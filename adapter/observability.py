@@ -11,13 +11,18 @@ into the edges through small hooks, each a plain method:
 - ``fitted``, ``history_pulled``, ``failed``: ``ForecastService``;
 - ``watch_forecasts(service)``: per-workload series are read from the service's memory at scrape time;
 - ``watch_store(store)``: the value store's keys (age of the data served, refresh duration) and counters,
-  read from its memory at scrape time (at most the store's ``max_keys`` keys).
+  read from its memory at scrape time (at most the store's ``max_keys`` keys, ``max_keys_per_namespace`` per
+  namespace). A key's ``selector`` label is ``selector_id`` of its metricLabelSelector, never its text;
+- ``namespace_share_exceeded_total{budget, namespace}``: the store's and the forecast service's share events,
+  ``store_namespace_keys{namespace}`` and ``store_namespace_loads_total{namespace, kind}``: what each namespace
+  holds and costs (``adapter/shares.py``; at most ``MAX_NAMESPACES`` namespaces by name, the rest ``other``).
 
-Cardinality is bounded by construction: label values are either fixed sets (route, version, outcome,
-model, reason, stage), catalog names, or live objects that expire: a pod's series disappear ``pod_ttl_s``
-after its last read (and at once when a read of its scope no longer returns it), at most ``max_pods``
-(pod, composite) pairs are kept (the least recently read is dropped first); workload series exist only for
-the workloads the forecast service currently keeps. Names a client asks for that the catalog does not
+No label value is text a tenant chose beyond a Kubernetes name (namespace, pod, Deployment: DNS names of at
+most 253 characters). Cardinality is bounded by construction: label values are either fixed sets (route,
+version, outcome, model, reason, stage), catalog names, or live objects that expire: a pod's series disappear
+``pod_ttl_s`` after its last read (and at once when a read of its scope no longer returns it), at most
+``max_pods`` (pod, composite) pairs are kept (the least recently read is dropped first); workload series exist
+only for the workloads the forecast service currently keeps. Names a client asks for that the catalog does not
 know are counted under their own label only for the first ``max_unknown_names`` of them, then as "other".
 """
 
@@ -25,6 +30,7 @@ know are counted under their own label only for the first ``max_unknown_names`` 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +44,7 @@ from adapter.aggregate import CompositeValue
 from adapter.exposition import escape_label_value, label_pairs
 from adapter.forecast.metrics import wape
 from adapter.settings import Catalog
+from adapter.shares import MAX_NAMESPACES
 from adapter.store import Store
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of
 
@@ -47,8 +54,17 @@ REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 UPSTREAM_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 FIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
 OTHER = "other"
+MAX_NAME = 128  # longest unknown metric name counted under its own label
 # PromClient outcomes that mean no answer came back (others: ok, error, http_NNN, a bounded set of codes).
 _UNREACHABLE = ("unreachable", "timeout")
+
+
+def selector_id(selector: object) -> str:
+    """The ``selector`` label of a store key: "" for no metricLabelSelector, else the first 12 hex digits of
+    the SHA-256 of its text (stable across replicas and restarts). The text itself (up to 16 KiB, chosen by
+    whoever asks) never goes into /metrics: with one key per distinct selector it made every scrape a payload."""
+    text = str(selector)
+    return hashlib.sha256(text.encode()).hexdigest()[:12] if text else ""
 
 
 def workload_label(deployments: Sequence[str]) -> str:
@@ -251,9 +267,11 @@ class Observability:
         self.request_seconds.labels(route, version).observe(seconds)
 
     def unknown_metric(self, metric: str, resource: str) -> None:
-        """A client asked for a metric the catalog does not serve ("my HPA says metric not found")."""
+        """A client asked for a metric the catalog does not serve ("my HPA says metric not found"). A name
+        longer than ``MAX_NAME`` is counted as "other": no catalog name is that long, and the label must not
+        carry kilobytes of a client's text into every scrape."""
         if metric not in self._unknown_names:
-            if len(self._unknown_names) >= self.max_unknown_names:
+            if len(self._unknown_names) >= self.max_unknown_names or len(metric) > MAX_NAME:
                 metric = OTHER
             else:
                 self._unknown_names.add(metric)
@@ -411,8 +429,26 @@ _FAMILIES = (
     (
         "store_events_total",
         "counter",
-        "Store events: hit (answered from memory), miss (first request, direct query), overflow (past max_keys, "
-        "direct query), stale (refused: older than max_staleness), refresh, failure, dropped (idle)",
+        "Store events: hit (answered from memory), miss (first request, direct query), overflow (past max_keys or "
+        "max_keys_per_namespace, direct query), refused (429: loads_per_namespace spent), evicted (an inactive key "
+        "made room), reload (an inactive, expired key asked again), stale (refused: older than max_staleness), "
+        "refresh, failure, dropped (idle)",
+    ),
+    (
+        "store_namespace_keys",
+        "gauge",
+        "Keys the value store keeps for the namespace (its share: max_keys_per_namespace)",
+    ),
+    (
+        "store_namespace_loads_total",
+        "counter",
+        "Backend queries spent on a namespace's store keys: refresh (background) or direct (a request's own load)",
+    ),
+    (
+        "namespace_share_exceeded_total",
+        "counter",
+        "A namespace past its share of a shared budget, by budget: store_keys (served by direct query), store_loads "
+        "(429), forecast_workloads and forecast_sets (not forecast: boost 1, 429 for the forecast and the boost)",
     ),
     (
         "forecast_info",
@@ -433,6 +469,9 @@ _EVENTS = {
     "hits": "hit",
     "misses": "miss",
     "overflow": "overflow",
+    "refused": "refused",
+    "evicted": "evicted",
+    "reloads": "reload",
     "stale": "stale",
     "refreshes": "refresh",
     "failures": "failure",
@@ -490,7 +529,7 @@ def _computed_text(obs: Observability) -> str:
             if not isinstance(ks.key, tuple) or len(ks.key) != 3:
                 continue
             namespace, metric, selector = ks.key
-            labels = _labels(namespace=namespace, metric=metric, selector=str(selector))
+            labels = _labels(namespace=namespace, metric=metric, selector=selector_id(selector))
             if ks.age_s is not None:
                 add("store_data_age_seconds", labels, ks.age_s)
                 add("store_refresh_duration_seconds", labels, ks.refresh_seconds)
@@ -500,6 +539,16 @@ def _computed_text(obs: Observability) -> str:
             lines["store_events_total"].append(
                 f'{PREFIX}store_events_total{{event="{_EVENTS[f.name]}"}} {float(getattr(counters, f.name))!r}'
             )
+        held = sorted(store.namespace_keys().items(), key=lambda kv: (-kv[1], kv[0]))
+        for namespace, n in held[:MAX_NAMESPACES]:  # the namespaces holding the most, the rest as "other"
+            add("store_namespace_keys", _labels(namespace=namespace), float(n))
+        if len(held) > MAX_NAMESPACES:
+            add("store_namespace_keys", _labels(namespace=OTHER), float(sum(n for _, n in held[MAX_NAMESPACES:])))
+        for (kind, namespace), n in sorted(store.loads.counts.items()):
+            add("store_namespace_loads_total", _labels(namespace=namespace, kind=kind), float(n))
+    for shares in (store.shares if store is not None else None, service.shares if service is not None else None):
+        for (budget, namespace), n in sorted((shares.counts if shares is not None else {}).items()):
+            add("namespace_share_exceeded_total", _labels(budget=budget, namespace=namespace), float(n))
     out = []
     for name, kind, help_text in _FAMILIES:
         out.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")

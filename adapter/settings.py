@@ -162,6 +162,13 @@ class ForecastDef:
     # /metrics series, and a workload is registered by a request, so the bound is what keeps a caller
     # naming many Deployments from growing either without limit. New workloads beyond it get boost 1.
     max_workloads: int = 500
+    # -- per-namespace shares (catalog ``forecast``: max_workloads_per_namespace, max_sets_per_namespace) -----
+    # A namespace runs tens of boosted HPAs; 50 lets ten namespaces fill the global cap before a fair split
+    # (adapter/workloads.py) takes over. A set of several Deployments (one HPA's selector spanning them) is
+    # rare, and one selector's pods can name 2^n - 1 sets of n Deployments: a handful per namespace.
+    max_workloads_per_namespace: int = 50
+    max_sets_per_namespace: int = 8
+    # -- end of the per-namespace shares --
 
     @property
     def boosted(self) -> str:
@@ -391,6 +398,9 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         "workloads",
         "load_layouts",
         "max_workloads",
+        # -- per-namespace shares --
+        "max_workloads_per_namespace",
+        "max_sets_per_namespace",
     }
     unknown = set(entry) - known
     _require(not unknown, where, f"unknown keys {sorted(unknown)}")
@@ -414,7 +424,16 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
             raise ConfigError(f"{where}.{key}: {exc}") from None
         _require(durations[key] > 0, f"{where}.{key}", "must be > 0")
     ints: dict[str, int] = {}
-    for key, int_default, low in (("history_points", 120, 10), ("horizon_steps", 6, 1), ("max_workloads", 500, 1)):
+    shares = (  # per-namespace shares
+        ("max_workloads_per_namespace", ForecastDef.max_workloads_per_namespace, 1),
+        ("max_sets_per_namespace", ForecastDef.max_sets_per_namespace, 0),
+    )
+    for key, int_default, low in (
+        ("history_points", 120, 10),
+        ("horizon_steps", 6, 1),
+        ("max_workloads", 500, 1),
+        *shares,
+    ):
         value = entry.get(key, int_default)
         _require(
             isinstance(value, int) and not isinstance(value, bool) and value >= low,
@@ -465,6 +484,8 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         forget_after_s=durations["forget_after"],
         workloads=tuple(workloads),
         max_workloads=ints["max_workloads"],
+        max_workloads_per_namespace=ints["max_workloads_per_namespace"],
+        max_sets_per_namespace=ints["max_sets_per_namespace"],
     )
 
 
@@ -474,10 +495,11 @@ def _parse_store(raw: Any) -> StoreConfig | None:
     if raw is False:
         return None
     entry = _mapping(raw if raw is not None else {}, "store")
-    unknown = set(entry) - {"refresh", "max_staleness", "max_keys", "idle"}
+    share_keys = {"max_keys_per_namespace", "loads_per_namespace", "active"}  # per-namespace shares
+    unknown = set(entry) - {"refresh", "max_staleness", "max_keys", "idle"} - share_keys
     _require(not unknown, "store", f"unknown keys {sorted(unknown)}")
     seconds: dict[str, float] = {}
-    for key in ("refresh", "max_staleness", "idle"):
+    for key in ("refresh", "max_staleness", "idle", "active"):
         if key in entry:
             try:
                 seconds[key] = duration_seconds(str(entry[key]))
@@ -494,8 +516,25 @@ def _parse_store(raw: Any) -> StoreConfig | None:
         "store.max_keys",
         "an integer >= 1",
     )
+    # -- per-namespace shares (adapter/store.py) ------------------------------------------------------------
+    counts: dict[str, int] = {}
+    for key in ("max_keys_per_namespace", "loads_per_namespace"):
+        value = entry.get(key, getattr(default, key))
+        _require(
+            isinstance(value, int) and not isinstance(value, bool) and value >= 1, f"store.{key}", "an integer >= 1"
+        )
+        counts[key] = int(value)
+    active = seconds.get("active")
+    _require(active is None or active >= refresh, "store.active", "must be at least one refresh interval")
+    # -- end of the per-namespace shares --
     return StoreConfig(
-        refresh_s=refresh, max_staleness_s=staleness, max_keys=int(max_keys), idle_s=seconds.get("idle", default.idle_s)
+        refresh_s=refresh,
+        max_staleness_s=staleness,
+        max_keys=int(max_keys),
+        idle_s=seconds.get("idle", default.idle_s),
+        max_keys_per_namespace=counts["max_keys_per_namespace"],
+        loads_per_namespace=counts["loads_per_namespace"],
+        active_s=active,
     )
 
 

@@ -30,6 +30,7 @@ from adapter.labels import EVERYTHING
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.settings import Catalog, ForecastDef
+from adapter.shares import ShareCounts
 from adapter.tasks import BackgroundLoop
 
 log = logging.getLogger(__name__)
@@ -180,38 +181,81 @@ class ForecastService:
         self._workloads: dict[WorkloadKey, _Workload] = {}
         self._loop = BackgroundLoop("forecast-refresh", self.refresh_due, tick_s, self._loop_failed, log)
         self.observer = observer
-        self.refused = 0  # new workloads not registered because the cap was reached
+        self.refused = 0  # new workloads not registered: a share or the cap was reached
+        self.refusal = ""  # why the latest one was not
+        self.shares = ShareCounts(log)
+        self._by_namespace: dict[str, dict[WorkloadKey, None]] = {}  # each namespace's workloads (its share)
         for ns, dep in spec.workloads:
-            self._workloads[WorkloadKey(ns, (dep,))] = _Workload(last_seen=math.inf)
+            key = WorkloadKey(ns, (dep,))
+            self._workloads[key] = _Workload(last_seen=math.inf)
+            self._by_namespace.setdefault(ns, {})[key] = None
 
     # -- what requests use (memory only) ------------------------------------------------------------
     def touch(self, key: WorkloadKey) -> bool:
         """Note that the HPA asked about ``key``; a new workload gets its first fit right away.
 
-        Callers touch only workloads that exist (their pods are known to the pod source). A new workload
-        beyond ``max_workloads`` is not registered (False): it is served with boost 1, and counted in
-        ``refused``, so no caller can grow the forecast set (range queries, /metrics series) without bound.
+        Callers touch only workloads that exist (their pods are known to the pod source). A new workload is
+        registered only within the fair shares: at most ``max_workloads_per_namespace`` per namespace, of which
+        at most ``max_sets_per_namespace`` sets of several Deployments (a selector spanning Deployments would
+        otherwise name one workload per subset), and ``max_workloads`` in all (at the cap, a forgotten
+        workload or one of the namespace holding the most, when it holds more than this one, gives way).
+        Otherwise it is not registered (False, ``refusal`` says why): it is served with boost 1 and counted
+        in ``refused`` and ``shares``, so no caller can grow the forecast set (range queries, /metrics series)
+        without bound, nor take another namespace's place.
         """
         w = self._workloads.get(key)
         if w is None:
-            if len(self._workloads) >= self.spec.max_workloads:
-                self._drop_forgotten()
-                if len(self._workloads) >= self.spec.max_workloads:
-                    self.refused += 1
-                    if self.refused == 1 or self.refused % 1000 == 0:
-                        log.warning(
-                            "forecast workloads at the cap (max_workloads=%d): %s not forecast "
-                            "(boost 1); %d refused so far",
-                            self.spec.max_workloads,
-                            key,
-                            self.refused,
-                        )
-                    return False
+            refused = self._admit(key)
+            if refused is not None:
+                budget, self.refusal = refused
+                self.refused += 1
+                self.shares.count(budget, key.namespace, self.refusal)
+                return False
             self._workloads[key] = _Workload(last_seen=self.clock())
+            self._by_namespace.setdefault(key.namespace, {})[key] = None
             self._loop.wake()
         elif w.last_seen != math.inf:
             w.last_seen = self.clock()
         return True
+
+    def _admit(self, key: WorkloadKey) -> tuple[str, str] | None:
+        """None when ``key`` may be registered now (after making room if that is fair), else the budget it
+        exceeds (``adapter/shares.py``) and why."""
+        spec = self.spec
+        own = self._by_namespace.get(key.namespace, {})
+        if len(own) >= spec.max_workloads_per_namespace or (
+            len(key.deployments) > 1 and sum(len(k.deployments) > 1 for k in own) >= spec.max_sets_per_namespace
+        ):
+            self._drop_forgotten()
+            own = self._by_namespace.get(key.namespace, {})
+        if len(own) >= spec.max_workloads_per_namespace:
+            return "forecast_workloads", (
+                f"namespace {key.namespace} has {len(own)} forecast workloads, its share "
+                f"(forecast.max_workloads_per_namespace); one not asked for in {spec.forget_after_s:g}s gives way"
+            )
+        if len(key.deployments) > 1 and sum(len(k.deployments) > 1 for k in own) >= spec.max_sets_per_namespace:
+            return "forecast_sets", (
+                f"namespace {key.namespace} has {spec.max_sets_per_namespace} forecast workloads of several "
+                "Deployments (forecast.max_sets_per_namespace): give each HPA's pods one Deployment"
+            )
+        if len(self._workloads) >= spec.max_workloads:
+            self._drop_forgotten()
+        if len(self._workloads) >= spec.max_workloads:
+            biggest = max(self._by_namespace.values(), key=len)
+            movable = [k for k in biggest if self._workloads[k].last_seen != math.inf]
+            if len(biggest) > len(own) + 1 and movable:
+                self._forget(min(movable, key=lambda k: self._workloads[k].last_seen))
+            else:
+                return "forecast_workloads", f"{len(self._workloads)} workloads are forecast (forecast.max_workloads)"
+        return None
+
+    def _forget(self, key: WorkloadKey) -> None:
+        del self._workloads[key]
+        own = self._by_namespace.get(key.namespace)
+        if own is not None:
+            own.pop(key, None)
+            if not own:
+                del self._by_namespace[key.namespace]
 
     def state(self, key: WorkloadKey) -> ForecastState | None:
         w = self._workloads.get(key)
@@ -290,7 +334,7 @@ class ForecastService:
     def _drop_forgotten(self) -> None:
         now = self.clock()
         for key in [k for k, w in self._workloads.items() if now - w.last_seen > self.spec.forget_after_s]:
-            del self._workloads[key]
+            self._forget(key)
 
     def _due(self) -> list[WorkloadKey]:
         step = self.current_step()

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from adapter.aggregate import PodValue, combine, fuse
-from adapter.errors import ConfigError, NotFound
+from adapter.errors import ConfigError, NotFound, TooManyRequests
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo, ObjectRef
@@ -403,3 +403,113 @@ def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(
             assert again.value == first.value
 
     asyncio.run(main())
+
+
+class _Loads:
+    """A loader that records each load (key, evaluation time) and answers the key's text."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def __call__(self, key: tuple[str, str], at: float) -> str:
+        self.calls.append("/".join(key))
+        return "/".join(key)
+
+
+async def _settle(store: Store[Any, Any]) -> None:
+    """Let the refreshes the last tick started finish (they run on this loop)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_a_key_nobody_asks_for_stops_costing_refreshes() -> None:
+    now = [1000.0]
+    loads = _Loads()
+
+    async def main() -> None:
+        store: Store[tuple[str, str], str] = Store(
+            "t", loads, StoreConfig(refresh_s=15, max_staleness_s=30), monotonic=lambda: now[0]
+        )
+        assert store.config.active_window_s == 60  # four refresh intervals
+        await store.get(("ns", "asked"))
+        await store.get(("ns", "silent"))
+        for _ in range(20):  # 5 minutes; only "asked" is asked for, every 15 s
+            now[0] += 15
+            await store._tick()
+            await _settle(store)
+            assert (await store.get(("ns", "asked"))).age_s <= 15
+        silent = [c for c in loads.calls if c == "ns/silent"]
+        assert len(silent) <= 1 + 60 // 15  # its first load, then only while it was still active
+        assert len([c for c in loads.calls if c == "ns/asked"]) >= 20
+        state = {k.key: k for k in store.keys()}
+        assert not state[("ns", "silent")].active and state[("ns", "asked")].active
+        # Asked for again once expired: loaded for that request (a direct load, counted), then active again.
+        before = len(loads.calls)
+        fresh = await store.get(("ns", "silent"))
+        assert fresh.age_s == 0 and len(loads.calls) == before + 1 and store.counters.reloads == 1
+        assert {k.key: k for k in store.keys()}[("ns", "silent")].active
+        await store.close()
+
+    asyncio.run(main())
+
+
+def test_each_namespace_has_its_share_of_keys_and_loads() -> None:
+    now = [1000.0]
+    loads = _Loads()
+    config = StoreConfig(refresh_s=15, max_staleness_s=30, max_keys_per_namespace=3, loads_per_namespace=5)
+
+    async def main() -> None:
+        store: Store[tuple[str, str], str] = Store("t", loads, config, monotonic=lambda: now[0])
+        for i in range(5):  # three keys, then two answered by a direct load, not kept
+            assert (await store.get(("a", f"k{i}"))).value == f"a/k{i}"
+        assert store.namespace_keys() == {"a": 3} and store.counters.overflow == 2
+        with pytest.raises(TooManyRequests) as refused:  # its five loads of this interval are spent
+            await store.get(("a", "k9"))
+        assert refused.value.code == 429 and refused.value.details == {"retryAfterSeconds": 15}
+        assert "store.loads_per_namespace" in refused.value.message
+        assert (await store.get(("a", "k0"))).value == "a/k0"  # its stored keys still serve from memory
+        assert (await store.get(("b", "k0"))).value == "b/k0"  # and another namespace is not affected
+        assert store.shares.get("store_keys", "a") == 2 and store.shares.get("store_loads", "a") == 1
+        assert store.shares.get("store_loads", "b") == 0
+        now[0] += 61  # the next interval, and "a"'s keys are inactive: a new key takes the place of one
+        assert (await store.get(("a", "new"))).value == "a/new"
+        assert store.has(("a", "new")) and store.namespace_keys()["a"] == 3 and store.counters.evicted == 1
+        await store.close()
+
+    asyncio.run(main())
+
+
+def test_at_the_global_cap_the_biggest_namespace_gives_way() -> None:
+    now = [1000.0]
+    config = StoreConfig(refresh_s=15, max_staleness_s=30, max_keys=10, max_keys_per_namespace=10)
+
+    async def main() -> None:
+        store: Store[tuple[str, str], str] = Store("t", _Loads(), config, monotonic=lambda: now[0])
+        for i in range(10):
+            await store.get(("big", f"k{i}"))
+        for i in range(4):  # every key active: "big" gives way until it holds no more than one more
+            await store.get(("small", f"k{i}"))
+            assert store.has(("small", f"k{i}"))
+        assert store.namespace_keys() == {"big": 6, "small": 4} and not store.has(("big", "k0"))
+        await store.get(("small", "k4"))
+        await store.get(("small", "k5"))  # 5 against 5: no more room to take
+        assert store.namespace_keys() == {"big": 5, "small": 5} and not store.has(("small", "k5"))
+        await store.close()
+
+    asyncio.run(main())
+
+
+def test_the_catalog_store_shares() -> None:
+    doc = _catalog_doc()
+    doc["store"] = {"max_keys_per_namespace": 40, "loads_per_namespace": 10, "active": "2m"}
+    store = parse_catalog(doc).store
+    assert store is not None
+    assert (store.max_keys_per_namespace, store.loads_per_namespace, store.active_window_s) == (40, 10, 120.0)
+    for bad, words in (
+        ({"max_keys_per_namespace": 0}, "store.max_keys_per_namespace"),
+        ({"loads_per_namespace": True}, "store.loads_per_namespace"),
+        ({"active": "5s"}, "store.active"),
+    ):
+        doc["store"] = bad
+        with pytest.raises(ConfigError, match=words):
+            parse_catalog(doc)

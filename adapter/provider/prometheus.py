@@ -32,7 +32,7 @@ from adapter.aggregate import (
     reduce_by_pod,
     unservable_terms,
 )
-from adapter.errors import UpstreamError
+from adapter.errors import TooManyRequests, UpstreamError
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
@@ -294,9 +294,9 @@ class PrometheusProvider:
                 values = {p: cached.values[p] for p in fused}
             quantities = cached.quantities
         else:  # not fused yet for these term values: fuse this request's pods (and have the next refresh do it)
-            if fkey not in self._fused:
+            if fkey not in self._fused and all(store.has(k) for k in keys):  # terms past a share are not kept
                 if len(self._fused) >= self.store.config.max_keys:  # bounded like the store's keys
-                    self._fused.clear()
+                    self._prune_fused()
                 self._fused[fkey] = None
             fused = fuse(self.catalog.composites[metric].terms, per_metric)
             values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
@@ -305,6 +305,17 @@ class PrometheusProvider:
         return MetricReading(
             metric, values, queries, {}, composite=fused, terms=per_metric, age_s=age, quantities=quantities
         )
+
+    def _prune_fused(self) -> None:
+        """Forget the composites whose terms the store no longer keeps (idle or evicted keys); all of them if
+        that frees nothing (the next refresh of each term fuses again what is still asked for)."""
+        store = self.store
+        assert store is not None
+        for ns, composite, sel in list(self._fused):
+            if not all(store.has((ns, n, sel)) for n in self._names(composite)):
+                del self._fused[(ns, composite, sel)]
+        if len(self._fused) >= store.config.max_keys:
+            self._fused.clear()
 
     def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None:
         """How old the stored data behind ``metric`` in ``namespace`` is (the oldest of its catalog metrics);
@@ -421,7 +432,8 @@ class PrometheusProvider:
         if not await self.pods.pods_for_deployment(obj.namespace, obj.name):
             raise metric_not_found(info, obj.name, metric_selector)
         key = WorkloadKey(obj.namespace, (obj.name,))
-        self.forecasts.touch(key)
+        if not self.forecasts.touch(key):  # past the namespace's share (or the cap): say so, not "pending"
+            raise TooManyRequests(f"{info.metric} of {obj.name} is not forecast: {self.forecasts.refusal}")
         state = self.forecasts.state(key)
         if info.metric == FORECAST_METRIC:
             if state is None or state.peak is None:

@@ -101,15 +101,21 @@ def wait_for(url: str, timeout: float = 30.0) -> httpx.Response:
         time.sleep(0.2)
 
 
-@pytest.fixture
-def ramp(prometheus: TestBackend, unique_ns: str):
+def load_ramp(backend: TestBackend, namespace: str) -> tuple[float, list[PodSpec]]:
+    """10 h of the ramp's history and the two pods of Deployment llama in ``namespace``: (now, pods)."""
     now = float(int(time.time()) - 60)
-    prometheus.load(history(unique_ns, now, hours=10))
+    backend.load(history(namespace, now, hours=10))
     pods = [
         PodSpec(name, gpus=2, layout="honor", labels={"app": "llama"}, deployment="llama")
         for name in ("llama-7f9b8c6d4-bbbb1", "llama-7f9b8c6d4-bbbb2")
     ]
-    prometheus.load(build(unique_ns, pods, now))
+    backend.load(build(namespace, pods, now))
+    return now, pods
+
+
+@pytest.fixture
+def ramp(prometheus: TestBackend, unique_ns: str):
+    now, pods = load_ramp(prometheus, unique_ns)
     return unique_ns, now, pods
 
 
