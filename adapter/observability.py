@@ -154,7 +154,7 @@ class Observability:
         self.upstream_queries = Counter(
             PREFIX + "upstream_queries",
             "Queries sent to the metrics backend, by outcome (ok, timeout, "
-            "unreachable, error, http_NNN, partial, too_big)",
+            "unreachable, error, http_NNN, partial, too_big, undecodable)",
             ["backend", "endpoint", "outcome"],
             registry=r,
         )

@@ -133,6 +133,11 @@ class PromClient:
             raise UpstreamError(
                 f"backend answer to {endpoint} exceeds the {self.max_answer_bytes}-byte limit"
             ) from None
+        except httpx.DecodingError as exc:
+            # e.g. ``Content-Encoding: gzip`` on a body that is not: the backend answered, with bytes we cannot read.
+            outcome = "undecodable"
+            log.warning("backend %s%s: answer does not decode: %s", self._where, endpoint, exc)
+            raise UpstreamError("the backend's answer could not be decoded (see the adapter's log)") from None
         except httpx.TransportError as exc:
             outcome = "unreachable"
             self.reachable = False

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.errors import InternalError, UpstreamError
+from adapter.errors import UpstreamError
 from adapter.samples import Sample
 
 
@@ -145,9 +145,10 @@ def _data(body: bytes, status_code: int) -> dict[str, Any]:
     if doc.get("status") != "success":
         error = str(doc.get("error", "unknown error"))[:300]
         etype = str(doc.get("errorType", ""))
-        # bad_data means the query we built is wrong: a catalog problem, not a client or backend one.
+        # bad_data / 400: the backend (or a gateway in front of it) refused the query. Its words may name
+        # addresses, tenants or the query's text, so they go to the log only; the client gets a fixed 503.
         if etype == "bad_data" or status_code == 400:
-            raise InternalError(f"the backend rejected a catalog query: {error}")
+            raise BackendAnswerError("the backend refused the query (see the adapter's log)", f"{etype}: {error}")
         raise BackendAnswerError(f"backend query failed ({etype or status_code})", error)
     if doc.get("isPartial") is True:
         # vmselect with a vmstorage node down (when deny_partial_response is not honoured).
