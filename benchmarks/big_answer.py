@@ -50,7 +50,7 @@ def old_parse(body: bytes) -> list[results.Sample]:
     saved = results.loads
     results.loads = json.loads  # type: ignore[assignment]
     try:
-        return results._vector(body, 200)
+        return results._vector(body, 200, results.NO_LIMITS)
     finally:
         results.loads = saved  # type: ignore[assignment]
 
@@ -106,7 +106,11 @@ def part2(series: int) -> None:
     path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/gpu_utilization_p90?labelSelector=app%3Dweb"
     with ShapingProxy(backend.url) as proxy:
         proxy.filler, proxy.mode, proxy.only_if = filler_items(series), "huge", "DCGM_FI_DEV_GPU_UTIL"
-        proc = AdapterProcess(proxy.url, Path(tempfile.mkdtemp()), extra_args=["--query-timeout", "120"])
+        proc = AdapterProcess(
+            proxy.url,
+            Path(tempfile.mkdtemp()),
+            extra_args=["--query-timeout", "120", "--backend-max-answer-series", str(series + 1)],
+        )
         proc.start()
         try:
             worst, count, stop = 0.0, 0, threading.Event()

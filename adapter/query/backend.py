@@ -35,10 +35,24 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from adapter.backend_access import DEFAULT_MAX_ANSWER_BYTES, FLAVOURS, BackendAccess, Flavour
+from adapter.backend_access import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    DEFAULT_MAX_ANSWER_SERIES,
+    DEFAULT_MAX_PARSE_BYTES,
+    FLAVOURS,
+    BackendAccess,
+    Flavour,
+)
 from adapter.errors import ConfigError, UpstreamError
 
-__all__ = ["DEFAULT_MAX_ANSWER_BYTES", "FLAVOURS", "BackendAccess", "Flavour"]  # re-exported: callers import them here
+__all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
+    "DEFAULT_MAX_ANSWER_SERIES",
+    "DEFAULT_MAX_PARSE_BYTES",
+    "FLAVOURS",
+    "BackendAccess",
+    "Flavour",
+]  # re-exported: callers import them here
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +211,8 @@ def _basic(text: str) -> str:
     user, sep, password = line.partition(":")
     if not sep or not user or "\n" in line:
         raise ValueError("expected one line USER:PASSWORD")
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    credential = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return "Basic " + credential
 
 
 def _stamp(path: str | None) -> tuple[int, int, int] | None:
@@ -293,6 +308,10 @@ def _client_kwargs(url: str, flavour: str, access: BackendAccess) -> dict[str, o
         raise ConfigError("--backend-cert-file and --backend-key-file go together (mTLS)")
     if access.max_answer_bytes < 1024:
         raise ConfigError("--backend-max-answer-bytes must be at least 1024")
+    if access.max_answer_series < 1:
+        raise ConfigError("--backend-max-answer-series must be at least 1")
+    if access.max_parse_bytes < access.max_answer_bytes:
+        raise ConfigError("--backend-max-parse-bytes must be at least --backend-max-answer-bytes")
     ctx = ssl_context(access) if urlsplit(url).scheme == "https" else None
     auth = FileAuth(
         access, TLSReloader(ctx, access) if ctx is not None and (access.cert_file or access.ca_file) else None
@@ -393,6 +412,20 @@ def add_backend_arguments(
         default=DEFAULT_MAX_ANSWER_BYTES,
         help=f"largest backend answer read; bigger ones are a 503 (default {DEFAULT_MAX_ANSWER_BYTES})",
     )
+    g.add_argument(
+        "--backend-max-answer-series",
+        type=int,
+        default=DEFAULT_MAX_ANSWER_SERIES,
+        help="most series one backend answer may hold, counted as it streams in; more is a 503 naming the "
+        f"metric (default {DEFAULT_MAX_ANSWER_SERIES})",
+    )
+    g.add_argument(
+        "--backend-max-parse-bytes",
+        type=int,
+        default=DEFAULT_MAX_PARSE_BYTES,
+        help="backend answer bytes held (read or being parsed) at once, all queries together; a query that "
+        "would exceed it is a 503 (default %(default)s; at least --backend-max-answer-bytes)",
+    )
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -417,6 +450,8 @@ def access_from_args(args: argparse.Namespace) -> BackendAccess:
         tenant=args.backend_tenant,
         insecure_skip_verify=args.backend_insecure_skip_verify,
         max_answer_bytes=args.backend_max_answer_bytes,
+        max_answer_series=args.backend_max_answer_series,
+        max_parse_bytes=args.backend_max_parse_bytes,
     )
 
 
