@@ -44,6 +44,7 @@ from adapter.backend_access import (
     Flavour,
 )
 from adapter.errors import ConfigError, UpstreamError
+from adapter.log_redaction import register_secret
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
@@ -203,6 +204,7 @@ def _token(text: str) -> str:
     token = text.strip()
     if not token or any(c in token for c in "\r\n"):
         raise ValueError("empty or multi-line token")
+    register_secret(token)
     return token
 
 
@@ -212,6 +214,8 @@ def _basic(text: str) -> str:
     if not sep or not user or "\n" in line:
         raise ValueError("expected one line USER:PASSWORD")
     credential = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    register_secret(password)
+    register_secret(credential)
     return "Basic " + credential
 
 
@@ -435,6 +439,7 @@ def _header(text: str) -> tuple[str, str]:
     name, value = name.strip(), value.strip()
     if not sep or not _HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
         raise ConfigError(f"--backend-header {name or text[:20]!r}...: expected NAME=VALUE with an HTTP header name")
+    register_secret(value)
     return name, value
 
 
@@ -460,6 +465,9 @@ def check_access(url: str, flavour: str, access: BackendAccess) -> str:
 
     Raises ConfigError with the flag to fix. Logs one line saying where and how the adapter reads (no secrets).
     """
+    password = urlsplit(url).password
+    if password:
+        register_secret(password)
     resolved = resolve_url(url, flavour, access)
     _client_kwargs(resolved, flavour, access)
     log.info("metrics backend: %s (%s) %s", redact_url(resolved), flavour, access.describe())
