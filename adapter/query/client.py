@@ -119,7 +119,10 @@ class PromClient:
         self.backend = backend
         self._http = http
         self._http_factory = http_factory
-        self._timeout = httpx.Timeout(timeout_s)
+        # The pool wait gets half the deadline: the semaphore admits fewer exchanges than the pool has connections
+        # (pool_limits), so any wait for one means leaked connections, and this way the query that meets a wedge
+        # learns it (PoolTimeout, counted as pool_wedged) before its own deadline.
+        self._timeout = httpx.Timeout(timeout_s, pool=timeout_s / 2)
         self._timeout_s = timeout_s
         self.max_answer_bytes = max_answer_bytes
         self.max_answer_series = max_answer_series
@@ -182,7 +185,8 @@ class PromClient:
             return result
         except (TimeoutError, httpx.TimeoutException, ParseDeadline) as exc:
             outcome = "timeout"
-            self.reachability.failed()
+            if not isinstance(exc, ParseDeadline):  # a parse past the deadline had its answer: reachable
+                self.reachability.failed()
             if isinstance(exc, httpx.PoolTimeout):
                 outcome = "pool_wedged"
             log.warning("backend %s%s: no complete answer within %gs", self._where, endpoint, self._timeout_s)
@@ -309,7 +313,11 @@ class PromClient:
         if self._http_factory is None:
             log.error("backend connection pool is wedged (connections leaked) and cannot be replaced here")
             return
-        self._http = self._http_factory()
+        try:
+            self._http = self._http_factory()
+        except Exception as exc:  # e.g. a credentials file unreadable right now: keep the old, retry next time
+            log.error("backend connection pool is wedged; building a fresh one failed: %s", type(exc).__name__)
+            return
         self.pool_replacements += 1
         log.error(
             "backend connection pool was wedged (no connection free while at most %d exchanges run): "
