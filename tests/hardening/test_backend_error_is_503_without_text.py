@@ -12,21 +12,22 @@ import logging
 
 import pytest
 
-from tests.faults.test_backend_faults import PATH, adapter, assert_real_values, get, loaded
+from tests.faults.test_backend_faults import adapter, assert_real_values, get
+from tests.hardening.test_upstream_pool_recovers import fleet
 from tests.support.backends import TestBackend
 from tests.support.fault_proxy import SECRET_ERROR_TEXT, FaultProxy
 
 
 @pytest.mark.parametrize(("mode", "logged"), [("bad_data", SECRET_ERROR_TEXT), ("bad_gzip", "does not decode")])
 def test_backend_error_is_a_503_without_its_text(
-    backend: TestBackend, mode: str, logged: str, caplog: pytest.LogCaptureFixture
+    backend: TestBackend, mode: str, logged: str, caplog: pytest.LogCaptureFixture, unique_ns: str
 ) -> None:
-    now = loaded(backend)
+    now, path = fleet(backend, unique_ns)
     with FaultProxy(backend.url) as proxy, adapter(proxy.url, backend.kind, now) as url:
-        assert_real_values(get(url + PATH))
+        assert_real_values(get(url + path))
         proxy.mode = mode
         with caplog.at_level(logging.WARNING, logger="adapter.query.client"):
-            r = get(url + PATH)
+            r = get(url + path)
         assert r.status_code == 503, r.text
         doc = r.json()
         assert doc["kind"] == "Status" and doc["reason"] == "ServiceUnavailable", doc
@@ -35,4 +36,4 @@ def test_backend_error_is_a_503_without_its_text(
         assert "see the adapter's log" in doc["message"], doc
         assert any(logged in rec.getMessage() for rec in caplog.records), [rec.getMessage() for rec in caplog.records]
         proxy.mode = "pass"
-        assert_real_values(get(url + PATH))
+        assert_real_values(get(url + path))

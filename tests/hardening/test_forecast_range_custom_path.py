@@ -21,7 +21,8 @@ from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 
 
-def history(ns: str, deployments: dict[str, float]) -> list[Series]:
+def deployment_history(ns: str, deployments: dict[str, float]) -> list[Series]:
+    """11 h of request counters growing at each Deployment's rate per second, and its pod's ownership."""
     now = float(int(time.time()) - 20)
     hist = [now - 11 * 3600 + 60 * i for i in range(11 * 60 + 1)]
     series = []
@@ -55,7 +56,7 @@ def custom(adapter: str, ns: str, dep: str) -> httpx.Response:
 
 @pytest.mark.parametrize("rate", [1e20, 1e300])
 def test_custom_path_refuses_a_forecast_no_hpa_can_read(prometheus: TestBackend, unique_ns: str, rate: float) -> None:
-    prometheus.load(history(unique_ns, {"small": 4.0, "huge": rate}))
+    prometheus.load(deployment_history(unique_ns, {"small": 4.0, "huge": rate}))
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2)
     with running_adapter(settings) as adapter:
         custom(adapter, unique_ns, "small")  # registers both workloads (a forecast is fitted once asked for)

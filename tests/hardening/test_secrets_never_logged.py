@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from adapter.devservers import free_port, serve_command
-from tests.faults.test_backend_faults import PATH, loaded
+from tests.hardening.test_upstream_pool_recovers import fleet
 from tests.support.backends import TestBackend
 
 PASSWORD = "pw-Zq8v1Lx9"
@@ -26,7 +26,7 @@ TOKEN = "tok-Rm4Yc7Wd2Kp5"
 HEADER_SECRET = "hdr-Jn3Bs6Tf0"
 
 
-def run_adapter(prometheus_url: str, level: str, tmp: Path, token_file: Path) -> tuple[str, str]:
+def run_adapter(prometheus_url: str, level: str, tmp: Path, token_file: Path, path: str) -> tuple[str, str]:
     """Start the adapter, make its queries, stop it; (its whole stdout+stderr, its URL)."""
     port = free_port()
     command = serve_command(
@@ -51,7 +51,7 @@ def run_adapter(prometheus_url: str, level: str, tmp: Path, token_file: Path) ->
             except httpx.HTTPError:
                 time.sleep(0.1)
         for _ in range(3):
-            httpx.get(url + PATH, timeout=30)
+            httpx.get(url + path, timeout=30)
         httpx.get(url + "/metrics", timeout=30)
     finally:
         proc.terminate()
@@ -60,12 +60,12 @@ def run_adapter(prometheus_url: str, level: str, tmp: Path, token_file: Path) ->
 
 
 @pytest.mark.parametrize("level", ["debug", "info"])
-def test_no_secret_in_any_log_line(prometheus: TestBackend, tmp_path: Path, level: str) -> None:
-    loaded(prometheus)
+def test_no_secret_in_any_log_line(prometheus: TestBackend, tmp_path: Path, level: str, unique_ns: str) -> None:
+    _, path = fleet(prometheus, unique_ns)
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     host = prometheus.url.removeprefix("http://")
-    text, _ = run_adapter(f"http://scraper:{PASSWORD}@{host}", level, tmp_path, token_file)
+    text, _ = run_adapter(f"http://scraper:{PASSWORD}@{host}", level, tmp_path, token_file, path)
     assert "/api/v1/query" in text or level == "info", text[-3000:]  # debug: httpx's request lines are there
     assert "metrics backend: http://scraper:***@" in text, text[-3000:]  # the start-up line, redacted
     for secret in (PASSWORD, TOKEN, HEADER_SECRET):
@@ -73,7 +73,7 @@ def test_no_secret_in_any_log_line(prometheus: TestBackend, tmp_path: Path, leve
 
     # The warning path: the same credentials towards a port where nothing listens.
     dead = f"http://scraper:{PASSWORD}@127.0.0.1:{free_port()}"
-    text, _ = run_adapter(dead, level, tmp_path, token_file)
+    text, _ = run_adapter(dead, level, tmp_path, token_file, path)
     assert "unreachable" in text, text[-3000:]
     for secret in (PASSWORD, TOKEN, HEADER_SECRET):
         assert secret not in text, (secret, [line for line in text.splitlines() if secret in line][:5])

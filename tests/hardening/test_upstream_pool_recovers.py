@@ -23,9 +23,10 @@ import httpx
 import pytest
 
 from adapter.settings import Settings, load_catalog
-from tests.faults.test_backend_faults import PATH, assert_real_values, loaded
+from tests.faults.test_backend_faults import PODS, assert_real_values
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
+from tests.support.fleet_data import build
 
 
 class StallingProxy:
@@ -114,46 +115,58 @@ def settings(url: str, kind: str, **kw: object) -> Settings:
     return Settings(prometheus_url=url, backend=kind, pod_source="prometheus", catalog=catalog, **kw)  # type: ignore[arg-type]
 
 
-def served_again(url: str, attempts: int = 60) -> httpx.Response:
+def fleet(backend: TestBackend, ns: str) -> tuple[float, str]:
+    """The faults fleet (3 pods, 2 GPUs each) in namespace ``ns``; (its clock, the victim HPA's request path)."""
+    now = float(int(time.time()) - 30)
+    backend.load(build(ns, PODS, now))
+    return (
+        now,
+        f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/gpu_utilization_p90?labelSelector=app%3Dweb",
+    )
+
+
+def served_again(url: str, path: str, attempts: int = 60) -> httpx.Response:
     """The victim's request, until it is answered 200 (at most ``attempts`` tries, each bounded by its timeout)."""
-    r = httpx.get(url + PATH, timeout=30)
+    r = httpx.get(url + path, timeout=30)
     for _ in range(attempts):
         if r.status_code == 200:
             break
         time.sleep(0.5)
-        r = httpx.get(url + PATH, timeout=30)
+        r = httpx.get(url + path, timeout=30)
     return r
 
 
-def test_pool_recovers_after_a_burst_of_timeouts(backend: TestBackend, proxy: StallingProxy) -> None:
-    now = loaded(backend)
+def test_pool_recovers_after_a_burst_of_timeouts(backend: TestBackend, proxy: StallingProxy, unique_ns: str) -> None:
+    now, path = fleet(backend, unique_ns)
     with running_adapter(
         settings(proxy.url, backend.kind, query_timeout_s=1.0, max_upstream_concurrency=4), clock=lambda: now
     ) as url:
-        assert_real_values(httpx.get(url + PATH, timeout=30))
+        assert_real_values(httpx.get(url + path, timeout=30))
         proxy.mode = "trickle"
         # A burst for 40 namespaces (distinct queries, so nothing is single-flighted), 10x the concurrency bound:
         # every query is cut at its deadline while its body trickles in, with others waiting for the pool.
-        paths = [PATH.replace("/namespaces/faults/", f"/namespaces/burst{i}/") for i in range(40)]
+        paths = [path.replace(f"/namespaces/{unique_ns}/", f"/namespaces/burst{i}/") for i in range(40)]
         with concurrent.futures.ThreadPoolExecutor(40) as pool:
             codes = list(pool.map(lambda p: httpx.get(url + p, timeout=60).status_code, paths))
         assert set(codes) == {503}, codes
         proxy.mode = "pass"
         before = proxy.passed
-        r = served_again(url)
+        r = served_again(url, path)
         assert_real_values(r)  # before the fix: 503 "did not answer" forever, the backend saw nothing
         assert proxy.passed > before
 
 
-def test_readyz_tells_which_replica_cannot_reach_its_backend(backend: TestBackend, proxy: StallingProxy) -> None:
-    now = loaded(backend)
+def test_readyz_tells_which_replica_cannot_reach_its_backend(
+    backend: TestBackend, proxy: StallingProxy, unique_ns: str
+) -> None:
+    now, path = fleet(backend, unique_ns)
     quick = {"readyz_unreachable_after_s": 1.0, "readyz_probe_interval_s": 0.2, "query_timeout_s": 1.0}
     with (
         running_adapter(settings(proxy.url, backend.kind, **quick), clock=lambda: now) as cut_off,
         running_adapter(settings(backend.url, backend.kind, **quick), clock=lambda: now) as healthy,
     ):
         for url in (cut_off, healthy):
-            assert_real_values(httpx.get(url + PATH, timeout=30))
+            assert_real_values(httpx.get(url + path, timeout=30))
             assert httpx.get(url + "/readyz", timeout=10).status_code == 200
         proxy.mode = "drop"  # this replica's path to the backend breaks; the other's does not
         r = httpx.get(cut_off + "/readyz", timeout=10)
@@ -165,11 +178,11 @@ def test_readyz_tells_which_replica_cannot_reach_its_backend(backend: TestBacken
         assert r.status_code == 503 and "no answer from its metrics backend" in r.text, r.text
         assert httpx.get(cut_off + "/livez", timeout=10).status_code == 200  # alive: not a reason to restart
         assert httpx.get(healthy + "/readyz", timeout=10).status_code == 200
-        assert_real_values(httpx.get(healthy + PATH, timeout=30))
+        assert_real_values(httpx.get(healthy + path, timeout=30))
         proxy.mode = "pass"  # the probe (no HPA traffic reaches an unready replica) brings it back
         for _ in range(100):
             if (r := httpx.get(cut_off + "/readyz", timeout=10)).status_code == 200:
                 break
             time.sleep(0.1)
         assert r.status_code == 200, r.text
-        assert_real_values(httpx.get(cut_off + PATH, timeout=30))
+        assert_real_values(httpx.get(cut_off + path, timeout=30))
