@@ -22,7 +22,8 @@ MASK = "***"
 # Shorter values are not registered: masking "a" or "ok" everywhere would garble the log and protect nothing.
 _MIN_SECRET = 4
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/@\s:'\"]*):([^/@\s'\"]+)@")
-_SCHEMES = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+# A credential after the scheme: 8+ token characters, not all lowercase letters ("Basic authentication" stays).
+_SCHEMES = re.compile(r"\b(Bearer|Basic|bearer|basic)(\s+)(?=[A-Za-z0-9._~+/=-]*[^a-z\s])[A-Za-z0-9._~+/=-]{8,}")
 
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()

@@ -77,3 +77,32 @@ def test_no_secret_in_any_log_line(prometheus: TestBackend, tmp_path: Path, leve
     assert "unreachable" in text, text[-3000:]
     for secret in (PASSWORD, TOKEN, HEADER_SECRET):
         assert secret not in text, (secret, [line for line in text.splitlines() if secret in line][:5])
+
+
+def test_redaction_covers_loggers_with_their_own_handlers() -> None:
+    """uvicorn's loggers write through handlers of their own, not the root's: the record itself is redacted."""
+    import io
+    import logging
+
+    from adapter import log_redaction
+
+    log_redaction.install("INFO")
+    log_redaction.register_secret("reg-Secret-77")
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger = logging.getLogger("uvicorn.error.redaction-test")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("GET %s auth=%s", "https://u:pw-123456@h/x", "Bearer abc.DEF-123")
+        logger.warning("header value %s; basic auth file /etc/x; Basic authentication", "reg-Secret-77")
+        try:
+            raise ValueError("https://u:pw-123456@h/boom")
+        except ValueError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+    text = out.getvalue()
+    for secret in ("pw-123456", "abc.DEF-123", "reg-Secret-77"):
+        assert secret not in text, text
+    assert "https://u:***@h/x" in text and "basic auth file /etc/x; Basic authentication" in text, text
