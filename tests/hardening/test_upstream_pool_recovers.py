@@ -186,3 +186,33 @@ def test_readyz_tells_which_replica_cannot_reach_its_backend(
             time.sleep(0.1)
         assert r.status_code == 200, r.text
         assert_real_values(httpx.get(cut_off + path, timeout=30))
+
+
+def test_backend_down_for_everyone_both_replicas_unready_then_ready(
+    backend: TestBackend, proxy: StallingProxy, unique_ns: str
+) -> None:
+    """The rule's other side: when no replica can reach the backend, each says so (the APIService then shows
+    Available=False, the truth), and each is ready again at the first answer, by its own probe: no replica stays
+    out once the backend is back, and none flips back to unready while it answers."""
+    now, path = fleet(backend, unique_ns)
+    quick = {"readyz_unreachable_after_s": 1.0, "readyz_probe_interval_s": 0.2, "query_timeout_s": 1.0}
+    with (
+        running_adapter(settings(proxy.url, backend.kind, **quick), clock=lambda: now) as one,
+        running_adapter(settings(proxy.url, backend.kind, **quick), clock=lambda: now) as two,
+    ):
+        proxy.mode = "drop"
+        for url in (one, two):
+            for _ in range(100):
+                if httpx.get(url + "/readyz", timeout=10).status_code == 503:
+                    break
+                time.sleep(0.1)
+            assert httpx.get(url + "/readyz", timeout=10).status_code == 503
+        proxy.mode = "pass"
+        for url in (one, two):
+            for _ in range(100):
+                if httpx.get(url + "/readyz", timeout=10).status_code == 200:
+                    break
+                time.sleep(0.1)
+            codes = [httpx.get(url + "/readyz", timeout=10).status_code for _ in range(10)]
+            assert codes == [200] * 10, codes
+            assert_real_values(httpx.get(url + path, timeout=30))
