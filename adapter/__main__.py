@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from adapter import log_redaction
 from adapter.errors import ConfigError
 
 # Command modules. Each imports its heavy dependencies (statsmodels, matplotlib) inside the functions that
@@ -44,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_redaction.install(args.log_level.upper())  # before anything can log a URL or a credential
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:

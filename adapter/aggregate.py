@@ -36,10 +36,17 @@ from adapter.settings import Combine, Layout, Reduce, Term
 PodKey = tuple[str, str]  # (namespace, pod)
 
 # The HPA reads a metric as Quantity.MilliValue(), an int64 (kubernetes/apimachinery
-# pkg/api/resource/quantity.go): a value beyond (2^63 - 1) / 1000 cannot reach it intact.
-MAX_SERVABLE = (2**63 - 1) / 1000
+# pkg/api/resource/quantity.go): a value beyond (2^63 - 1) / 1000 cannot reach it intact. The float nearest that
+# bound rounds up to 2^63 / 1000 (whose milli-value overflows), so the bound is the float just below it.
+MAX_SERVABLE = math.nextafter((2**63 - 1) / 1000, 0.0)
 # metav1.Time marshals as RFC 3339, whose years are 0000-9999; before the epoch is no backend sample either.
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+def servable(value: float, ts: float = 0.0) -> bool:
+    """Whether an HPA can read ``value`` stamped ``ts``: finite, its milli-value fits an int64, and ``ts`` is a
+    time RFC 3339 can write. The one range check of every served value (custom and external paths)."""
+    return math.isfinite(value) and abs(value) <= MAX_SERVABLE and 0 <= ts <= MAX_TIMESTAMP
 
 
 @dataclass

@@ -74,11 +74,7 @@ def create_app(
             app.state.pod_source = pod_source
             yield
             return
-        limits = httpx.Limits(
-            max_connections=settings.max_upstream_concurrency,
-            max_keepalive_connections=settings.max_upstream_concurrency,
-        )
-        async with open_backend(settings, limits=limits, transport=transport, observer=obs.upstream_query) as client:
+        async with open_backend(settings, transport=transport, observer=obs.upstream_query) as client:
             pods = pod_source or make_pod_source(settings, client, clock)
             await pods.start()
             forecasts = None

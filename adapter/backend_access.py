@@ -15,6 +15,15 @@ FLAVOURS: tuple[str, ...] = get_args(Flavour)
 # leaves headroom above both and stops a runaway selector (the red team's 210 MB answer) well before it
 # costs the process its memory.
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# Series per answer. The catalog's largest legitimate answers: one namespace of 1,000 pods x 8 GPUs is 8,000
+# series; kube-state-metrics pod membership of a 20,000-pod namespace is 20,000. 50,000 is 2.5x the larger; a
+# pod that exposes 150,000 series differing in one label (the red team's) makes its own namespace's answer fail
+# at the 50,001st series, before it is buffered or parsed, instead of ~10x its size in Python objects.
+DEFAULT_MAX_ANSWER_SERIES = 50_000
+# Answer bytes held at once (read, or being parsed), all queries together: one answer at the byte bound.
+# Parsed JSON costs ~10x its size in Python objects (benchmarks/big_answer.py), so this caps that cost near
+# 640 MiB whatever number of big answers arrive together (8 concurrent 17 MB answers peaked at 1.5 GiB).
+DEFAULT_MAX_PARSE_BYTES = DEFAULT_MAX_ANSWER_BYTES
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,8 @@ class BackendAccess:
     tenant: str | None = None
     insecure_skip_verify: bool = False
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    max_answer_series: int = DEFAULT_MAX_ANSWER_SERIES
+    max_parse_bytes: int = DEFAULT_MAX_PARSE_BYTES
 
     def describe(self) -> str:
         """One log-safe line: which options are in use, never a secret (header values are left out)."""
@@ -49,4 +60,6 @@ class BackendAccess:
         if self.insecure_skip_verify:
             parts.append("INSECURE-SKIP-VERIFY")
         parts.append(f"max-answer-bytes={self.max_answer_bytes}")
+        parts.append(f"max-answer-series={self.max_answer_series}")
+        parts.append(f"max-parse-bytes={self.max_parse_bytes}")
         return " ".join(parts)

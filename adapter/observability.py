@@ -170,7 +170,7 @@ class Observability:
         self.upstream_queries = Counter(
             PREFIX + "upstream_queries",
             "Queries sent to the metrics backend, by outcome (ok, timeout, "
-            "unreachable, error, http_NNN, partial, too_big)",
+            "unreachable, error, http_NNN, partial, too_big, too_many_series, parse_budget, pool_wedged, undecodable)",
             ["backend", "endpoint", "outcome"],
             registry=r,
         )

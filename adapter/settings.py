@@ -233,6 +233,14 @@ class Settings:
     forecast_tick_s: float = 5.0  # how often the background loop looks for workloads due a refit
     pod_cache_ttl_s: float = 10.0  # kube-state-metrics pod membership answers are reused this long
     backend_access: BackendAccess = field(default_factory=BackendAccess)  # TLS, credentials, headers, limits
+    # -- upstream reachability (/readyz; adapter/query/reachability.py states the rule) -------------------------
+    # Unready after this long without any HTTP answer from the backend while queries or probes fail: two HPA
+    # sync periods (15 s each, kube-controller-manager's --horizontal-pod-autoscaler-sync-period default), so
+    # one slow burst does not take a replica out, and replicas cannot flap faster than this.
+    readyz_unreachable_after_s: float = 30.0
+    # /readyz starts a background probe (query "1") when nothing was heard from the backend for this long.
+    readyz_probe_interval_s: float = 5.0
+    # -- end of upstream reachability ------------------------------------------------------------------------
 
 
 def _require(cond: bool, where: str, msg: str) -> None:

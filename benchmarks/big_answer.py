@@ -12,15 +12,21 @@ The "worst stall" includes freeing the parsed list on the loop afterwards, as th
 
 Part 2 (end to end): the adapter as a separate process (as deployed) behind a proxy that splices the same filler
 into a real Prometheus answer; ``/livez`` is polled every 50 ms while the metric request runs; printed: the
-worst ``/livez`` time and the request's time.
+worst ``/livez`` time and the request's time. The series bound is raised past the filler to reach the parse.
 
-    .venv/bin/python benchmarks/big_answer.py [--series 50000,200000]
+Part 3 (memory, issue 26 row 4): the adapter process behind the same proxy; 8 namespaces' requests at once,
+each answer carrying ``--fan-out`` filler series (one pod's label fan-out). Printed: the process's peak RSS
+(VmHWM) above its idle RSS, with the shipped bounds (the answers are refused while they stream in) and with the
+bounds lifted (the baseline: every answer read and parsed), in the same run, and the ratio.
+
+    .venv/bin/python benchmarks/big_answer.py [--series 50000,200000] [--fan-out 150000] [--only memory]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import sys
 import tempfile
@@ -50,7 +56,7 @@ def old_parse(body: bytes) -> list[results.Sample]:
     saved = results.loads
     results.loads = json.loads  # type: ignore[assignment]
     try:
-        return results._vector(body, 200)
+        return results._vector(body, 200, results.NO_LIMITS)
     finally:
         results.loads = saved  # type: ignore[assignment]
 
@@ -106,7 +112,11 @@ def part2(series: int) -> None:
     path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/gpu_utilization_p90?labelSelector=app%3Dweb"
     with ShapingProxy(backend.url) as proxy:
         proxy.filler, proxy.mode, proxy.only_if = filler_items(series), "huge", "DCGM_FI_DEV_GPU_UTIL"
-        proc = AdapterProcess(proxy.url, Path(tempfile.mkdtemp()), extra_args=["--query-timeout", "120"])
+        proc = AdapterProcess(
+            proxy.url,
+            Path(tempfile.mkdtemp()),
+            extra_args=["--query-timeout", "120", "--backend-max-answer-series", str(series + 1)],
+        )
         proc.start()
         try:
             worst, count, stop = 0.0, 0, threading.Event()
@@ -138,13 +148,65 @@ def part2(series: int) -> None:
     backend.close()
 
 
+def _kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def part3(fan_out: int, loads: int = 8) -> None:
+    print(f"\npart 3: adapter process, {loads} namespaces at once, each answer + {fan_out} filler series")
+    backend = start_backend("prometheus")
+    now = float(int(time.time()) - 30)
+    names = [f"fanout{k}" for k in range(loads)]
+    for ns in names:
+        pods = [PodSpec(f"web-6f7d8c9b5-f{i}", gpus=2, layout="honor", labels={"app": "web"}) for i in range(2)]
+        backend.load(build(ns, pods, now))
+    lifted = ["--backend-max-answer-series", str(10 * fan_out), "--backend-max-parse-bytes", str(2**40)]
+    rows = []
+    with ShapingProxy(backend.url) as proxy:
+        proxy.filler, proxy.mode, proxy.only_if = filler_items(fan_out), "huge", "DCGM_FI_DEV_GPU_UTIL"
+        for label, extra in (("bounds lifted (baseline)", lifted), ("shipped bounds", [])):
+            proc = AdapterProcess(proxy.url, Path(tempfile.mkdtemp()), extra_args=["--query-timeout", "120", *extra])
+            proc.start()
+            try:
+                assert proc.pid is not None
+                idle = _kib(proc.pid, "VmRSS")
+                urls = [
+                    f"{proc.url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/gpu_utilization_p90"
+                    "?labelSelector=app%3Dweb"
+                    for ns in names
+                ]
+                t = time.perf_counter()
+                with concurrent.futures.ThreadPoolExecutor(loads) as pool:
+                    codes = list(pool.map(lambda u: httpx.get(u, timeout=300).status_code, urls))
+                took = time.perf_counter() - t
+                peak = _kib(proc.pid, "VmHWM")
+                live = httpx.get(proc.url + "/livez", timeout=10).status_code
+                rows.append((label, codes, (peak - idle) / 1024, took, live))
+            finally:
+                proc.stop()
+    backend.close()
+    print(f"answer: {len(proxy.filler) / 1e6:.1f} MB of filler each")
+    print(f"{'run':<26} {'HTTP codes':<22} {'peak above idle MiB':>20} {'took s':>7} {'/livez':>6}")
+    for label, codes, mib, took, live in rows:
+        print(f"{label:<26} {','.join(sorted({str(c) for c in codes})):<22} {mib:>20.0f} {took:>7.2f} {live:>6}")
+    print(f"peak ratio, shipped / baseline: {rows[1][2] / max(rows[0][2], 1.0):.3f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--series", default="50000,200000")
+    ap.add_argument("--fan-out", type=int, default=150_000)
+    ap.add_argument("--only", choices=["stall", "memory"], default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.series.split(",")]
-    part1(sizes)
-    part2(max(sizes))
+    if args.only != "memory":
+        part1(sizes)
+        part2(max(sizes))
+    if args.only != "stall":
+        part3(args.fan_out)
     return 0
 
 

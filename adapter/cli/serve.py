@@ -119,6 +119,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--forecast-tick", type=float, default=5.0, help="seconds between looks for workloads due a refit (default 5)"
     )
+    p.add_argument(
+        "--readyz-unreachable-after",
+        type=float,
+        default=30.0,
+        help="seconds without any answer from the backend (queries and probes failing) after which /readyz "
+        "answers 503; the first answer makes it ready again (default %(default)g)",
+    )
     add_backend_arguments(p)
     p.set_defaults(func=run)
 
@@ -184,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         pod_cache_ttl_s=args.pod_cache_ttl,
         forecast_tick_s=args.forecast_tick,
+        readyz_unreachable_after_s=args.readyz_unreachable_after,
     )
+    if args.readyz_unreachable_after < 0:
+        raise ConfigError("--readyz-unreachable-after must not be negative")
     if min(args.max_connections, args.max_connections_per_address, args.front_proxy_connections) < 1:
         raise ConfigError("--max-connections, --max-connections-per-address and --front-proxy-connections must be >= 1")
     if args.request_header_timeout <= 0 or args.request_body_timeout <= 0:

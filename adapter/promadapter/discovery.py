@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from adapter.errors import ConfigError, UpstreamError
 from adapter.promadapter.registry import SeriesLabels
-from adapter.query.results import PartialAnswer, loads
+from adapter.query.results import NO_LIMITS, ParseLimits, PartialAnswer, TooManySeries, loads
 
 if TYPE_CHECKING:
     from adapter.query.client import PromClient
@@ -51,8 +51,9 @@ class RelistSettings:
         return self.max_age_s or self.interval_s
 
 
-def parse_series(body: bytes, status_code: int = 200) -> list[SeriesLabels]:
-    """The label sets of a ``/api/v1/series`` answer; ``UpstreamError`` for anything else."""
+def parse_series(body: bytes, status_code: int = 200, limits: ParseLimits = NO_LIMITS) -> list[SeriesLabels]:
+    """The label sets of a ``/api/v1/series`` answer; ``UpstreamError`` for anything else, ``TooManySeries``
+    past ``limits.max_series``."""
     try:
         doc = loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -68,6 +69,8 @@ def parse_series(body: bytes, status_code: int = 200) -> list[SeriesLabels]:
         for item in data
     ):
         raise UpstreamError("backend answer to /api/v1/series is not a list of label sets")
+    if len(data) > limits.max_series:
+        raise TooManySeries(limits.max_series)
     return data
 
 

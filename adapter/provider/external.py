@@ -23,10 +23,9 @@ Two kinds of metric are served:
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
-from adapter.aggregate import MAX_SERVABLE, MAX_TIMESTAMP, combine
+from adapter.aggregate import combine, servable
 from adapter.errors import BadRequest, NotFound, route_not_found
 from adapter.labels import EVERYTHING, Selector
 from adapter.provider.base import MetricInfo, ObjectRef
@@ -97,7 +96,7 @@ class ExternalProvider:
         catalog = self.provider.catalog
         rule = catalog.metrics[metric].objects if metric in catalog.metrics else catalog.composites[metric].objects
         combined = combine([v.value for v in values], rule)
-        if not (math.isfinite(combined) and abs(combined) <= MAX_SERVABLE):  # a sum of large per-pod values
+        if not servable(combined):  # a sum of large per-pod values
             log.warning("external %s in %s: combined value %r is not servable", metric, namespace, combined)
             return []
         labels = {r.key: r.values[0] for r in selector.requirements if r.operator in ("=", "==")}
@@ -129,7 +128,7 @@ class ExternalProvider:
                 )
             except NotFound:
                 continue  # no such Deployment, no pods, or no data yet: omitted, never a made-up value
-            if not (abs(sample.value) <= MAX_SERVABLE and 0 <= sample.ts <= MAX_TIMESTAMP):
+            if not servable(sample.value, sample.ts):
                 # e.g. a forecast fitted to an absurd history: omit this Deployment, serve the others
                 log.warning(
                     "external %s: Deployment %s/%s omitted, unservable value %r at %r",

@@ -30,6 +30,7 @@ from adapter.aggregate import (
     combine,
     fuse,
     reduce_by_pod,
+    servable,
     unservable_terms,
 )
 from adapter.errors import TooManyRequests, UpstreamError
@@ -365,7 +366,22 @@ class PrometheusProvider:
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         return MetricReading(metric, values, queries, samples, composite=fused, rejected=notes, terms=per_metric)
 
-    def _sample(self, obj: ObjectRef, metric: str, pv: PodValue, metric_selector: Selector) -> MetricSample:
+    def _sample(self, obj: ObjectRef, info: MetricInfo, pv: PodValue, metric_selector: Selector) -> MetricSample:
+        """The served sample; NotFound (never a value no HPA can read, never a 500) when it is out of range."""
+        if not servable(pv.value, pv.ts):
+            log.warning(
+                "%s of %s %s/%s not served: value %r at %r is out of range",
+                info.metric,
+                info.resource,
+                obj.namespace,
+                obj.name,
+                pv.value,
+                pv.ts,
+            )
+            raise metric_not_found(
+                info, obj.name, reason="its value is beyond what an HPA can read (its milli-value overflows int64)"
+            )
+        metric = info.metric
         return MetricSample(
             obj=obj, metric=metric, ts=pv.ts, value=pv.value, window_s=self.window_s(metric), selector=metric_selector
         )
@@ -444,7 +460,7 @@ class PrometheusProvider:
             if state is None:
                 raise metric_not_found(info, obj.name, reason="forecast pending")
             value = self.forecasts.boost(key)[0]
-        return self._sample(obj, info.metric, PodValue(value, state.step_ts, 1), metric_selector)
+        return self._sample(obj, info, PodValue(value, state.step_ts, 1), metric_selector)
 
     async def object_scope(self, obj: ObjectRef, resource: str) -> Scope:
         """The pods behind a named object."""
@@ -477,12 +493,12 @@ class PrometheusProvider:
         if info.resource == "pods":
             pv = reading.values[obj.name]
             return self._sample(
-                obj, info.metric, PodValue(self._at_load(reading, obj.name, boost), pv.ts, pv.series), metric_selector
+                obj, info, PodValue(self._at_load(reading, obj.name, boost), pv.ts, pv.series), metric_selector
             )
         values = list(reading.values.values())
         boosted = [self._at_load(reading, pod, boost) for pod in reading.values]
         pv = PodValue(combine(boosted, self._combine_rule(info.metric)), max(v.ts for v in values), len(values))
-        return self._sample(obj, info.metric, pv, metric_selector)
+        return self._sample(obj, info, pv, metric_selector)
 
     # -- what explain asks besides the API's questions (explain.collect.ExplainSource) ---------------
     async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:

@@ -35,10 +35,25 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from adapter.backend_access import DEFAULT_MAX_ANSWER_BYTES, FLAVOURS, BackendAccess, Flavour
+from adapter.backend_access import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    DEFAULT_MAX_ANSWER_SERIES,
+    DEFAULT_MAX_PARSE_BYTES,
+    FLAVOURS,
+    BackendAccess,
+    Flavour,
+)
 from adapter.errors import ConfigError, UpstreamError
+from adapter.log_redaction import register_secret
 
-__all__ = ["DEFAULT_MAX_ANSWER_BYTES", "FLAVOURS", "BackendAccess", "Flavour"]  # re-exported: callers import them here
+__all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
+    "DEFAULT_MAX_ANSWER_SERIES",
+    "DEFAULT_MAX_PARSE_BYTES",
+    "FLAVOURS",
+    "BackendAccess",
+    "Flavour",
+]  # re-exported: callers import them here
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +204,7 @@ def _token(text: str) -> str:
     token = text.strip()
     if not token or any(c in token for c in "\r\n"):
         raise ValueError("empty or multi-line token")
+    register_secret(token)
     return token
 
 
@@ -197,7 +213,10 @@ def _basic(text: str) -> str:
     user, sep, password = line.partition(":")
     if not sep or not user or "\n" in line:
         raise ValueError("expected one line USER:PASSWORD")
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    credential = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    register_secret(password)
+    register_secret(credential)
+    return "Basic " + credential
 
 
 def _stamp(path: str | None) -> tuple[int, int, int] | None:
@@ -293,6 +312,10 @@ def _client_kwargs(url: str, flavour: str, access: BackendAccess) -> dict[str, o
         raise ConfigError("--backend-cert-file and --backend-key-file go together (mTLS)")
     if access.max_answer_bytes < 1024:
         raise ConfigError("--backend-max-answer-bytes must be at least 1024")
+    if access.max_answer_series < 1:
+        raise ConfigError("--backend-max-answer-series must be at least 1")
+    if access.max_parse_bytes < access.max_answer_bytes:
+        raise ConfigError("--backend-max-parse-bytes must be at least --backend-max-answer-bytes")
     ctx = ssl_context(access) if urlsplit(url).scheme == "https" else None
     auth = FileAuth(
         access, TLSReloader(ctx, access) if ctx is not None and (access.cert_file or access.ca_file) else None
@@ -393,6 +416,20 @@ def add_backend_arguments(
         default=DEFAULT_MAX_ANSWER_BYTES,
         help=f"largest backend answer read; bigger ones are a 503 (default {DEFAULT_MAX_ANSWER_BYTES})",
     )
+    g.add_argument(
+        "--backend-max-answer-series",
+        type=int,
+        default=DEFAULT_MAX_ANSWER_SERIES,
+        help="most series one backend answer may hold, counted as it streams in; more is a 503 naming the "
+        f"metric (default {DEFAULT_MAX_ANSWER_SERIES})",
+    )
+    g.add_argument(
+        "--backend-max-parse-bytes",
+        type=int,
+        default=DEFAULT_MAX_PARSE_BYTES,
+        help="backend answer bytes held (read or being parsed) at once, all queries together; a query that "
+        "would exceed it is a 503 (default %(default)s; at least --backend-max-answer-bytes)",
+    )
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -402,6 +439,7 @@ def _header(text: str) -> tuple[str, str]:
     name, value = name.strip(), value.strip()
     if not sep or not _HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
         raise ConfigError(f"--backend-header {name or text[:20]!r}...: expected NAME=VALUE with an HTTP header name")
+    register_secret(value)
     return name, value
 
 
@@ -417,6 +455,8 @@ def access_from_args(args: argparse.Namespace) -> BackendAccess:
         tenant=args.backend_tenant,
         insecure_skip_verify=args.backend_insecure_skip_verify,
         max_answer_bytes=args.backend_max_answer_bytes,
+        max_answer_series=args.backend_max_answer_series,
+        max_parse_bytes=args.backend_max_parse_bytes,
     )
 
 
@@ -425,6 +465,9 @@ def check_access(url: str, flavour: str, access: BackendAccess) -> str:
 
     Raises ConfigError with the flag to fix. Logs one line saying where and how the adapter reads (no secrets).
     """
+    password = urlsplit(url).password
+    if password:
+        register_secret(password)
     resolved = resolve_url(url, flavour, access)
     _client_kwargs(resolved, flavour, access)
     log.info("metrics backend: %s (%s) %s", redact_url(resolved), flavour, access.describe())

@@ -14,11 +14,12 @@ import gc
 import json
 import re
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from adapter.errors import InternalError, UpstreamError
+from adapter.errors import UpstreamError
 from adapter.samples import Sample
 
 
@@ -49,6 +50,37 @@ class PartialAnswer(BackendAnswerError):
     """The backend said its answer is incomplete."""
 
 
+class TooManySeries(UpstreamError):
+    """The answer holds more series than the bound (``--backend-max-answer-series``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the backend's answer has more than {limit} series")
+        self.limit = limit
+
+
+class ParseDeadline(UpstreamError):
+    """The query's deadline passed while its answer was being parsed: parsing stopped there."""
+
+    def __init__(self) -> None:
+        super().__init__("the backend's answer could not be parsed within the query deadline")
+
+
+@dataclass(frozen=True, slots=True)
+class ParseLimits:
+    """What parsing one answer may take: until ``deadline`` (``time.monotonic()``), and ``max_series`` series."""
+
+    deadline: float = float("inf")
+    max_series: int = 2**62
+
+
+NO_LIMITS = ParseLimits()
+T = TypeVar("T")
+# A parser of one answer: (body, HTTP status, limits) -> what it holds.
+Parser = Callable[[bytes, int, ParseLimits], T]
+# Items decoded between two looks at the clock (a look costs ~50 ns; an item a few microseconds).
+_CHECK_EVERY = 256
+
+
 _BIG_ANSWER = 256 * 1024
 _WS = re.compile(r"[ \t\n\r]*")
 # Where the bulk of an answer sits: the top object, its data object, and data.result (vector or matrix items).
@@ -60,9 +92,10 @@ def _skip(text: str, pos: int) -> int:
     return _WS.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
 
 
-def _decode(text: str, pos: int, path: tuple[str, ...]) -> tuple[Any, int]:
+def _decode(text: str, pos: int, path: tuple[str, ...], limits: ParseLimits = NO_LIMITS) -> tuple[Any, int]:
     """The JSON value at ``pos`` (no leading whitespace) and the position after it; containers on ``_SPLIT``
-    paths are walked here, one member or item per ``raw_decode`` call."""
+    paths are walked here, one member or item per ``raw_decode`` call, within ``limits`` (``data.result``
+    items beyond ``max_series`` raise ``TooManySeries``, the deadline ``ParseDeadline``)."""
     opener = _SPLIT.get(path)
     if opener is None or text[pos : pos + 1] != opener:
         return _DECODER.raw_decode(text, pos)
@@ -80,10 +113,12 @@ def _decode(text: str, pos: int, path: tuple[str, ...]) -> tuple[Any, int]:
             pos = _skip(text, pos)
             if text[pos : pos + 1] != ":":
                 raise ValueError("expected ':'")
-            obj[key], pos = _decode(text, _skip(text, pos + 1), (*path, key))
+            obj[key], pos = _decode(text, _skip(text, pos + 1), (*path, key), limits)
         else:
             item, pos = _DECODER.raw_decode(text, pos)
             items.append(item)
+            if len(items) % _CHECK_EVERY == 0:
+                _check(len(items), limits)
         pos = _skip(text, pos)
         sep = text[pos : pos + 1]
         if sep == closer:
@@ -124,20 +159,28 @@ def _gc_paused(big: bool) -> Iterator[None]:
                 gc.enable()
 
 
-def loads(body: bytes) -> Any:
-    """``json.loads(body)``; bodies over ``_BIG_ANSWER`` bytes are walked member by member (see module doc)."""
+def _check(series: int, limits: ParseLimits) -> None:
+    if series > limits.max_series:
+        raise TooManySeries(limits.max_series)
+    if time.monotonic() > limits.deadline:
+        raise ParseDeadline
+
+
+def loads(body: bytes, limits: ParseLimits = NO_LIMITS) -> Any:
+    """``json.loads(body)``; bodies over ``_BIG_ANSWER`` bytes are walked member by member (see module doc),
+    stopping at ``limits``."""
     if len(body) < _BIG_ANSWER:
         return json.loads(body)
     text = body.decode("utf-8")
-    value, end = _decode(text, _skip(text, 0), ())
+    value, end = _decode(text, _skip(text, 0), (), limits)
     if _skip(text, end) != len(text):
         raise ValueError("extra data after the JSON document")
     return value
 
 
-def _data(body: bytes, status_code: int) -> dict[str, Any]:
+def _data(body: bytes, status_code: int, limits: ParseLimits) -> dict[str, Any]:
     try:
-        doc = loads(body)
+        doc = loads(body, limits)
     except (ValueError, UnicodeDecodeError):
         raise UpstreamError(f"backend answered HTTP {status_code} with a body that is not JSON") from None
     if not isinstance(doc, dict):
@@ -145,9 +188,10 @@ def _data(body: bytes, status_code: int) -> dict[str, Any]:
     if doc.get("status") != "success":
         error = str(doc.get("error", "unknown error"))[:300]
         etype = str(doc.get("errorType", ""))
-        # bad_data means the query we built is wrong: a catalog problem, not a client or backend one.
+        # bad_data / 400: the backend (or a gateway in front of it) refused the query. Its words may name
+        # addresses, tenants or the query's text, so they go to the log only; the client gets a fixed 503.
         if etype == "bad_data" or status_code == 400:
-            raise InternalError(f"the backend rejected a catalog query: {error}")
+            raise BackendAnswerError("the backend refused the query (see the adapter's log)", f"{etype}: {error}")
         raise BackendAnswerError(f"backend query failed ({etype or status_code})", error)
     if doc.get("isPartial") is True:
         # vmselect with a vmstorage node down (when deny_partial_response is not honoured).
@@ -165,20 +209,21 @@ def _data(body: bytes, status_code: int) -> dict[str, Any]:
     return data
 
 
-def parse_vector(body: bytes, status_code: int = 200) -> list[Sample]:
+def parse_vector(body: bytes, status_code: int = 200, limits: ParseLimits = NO_LIMITS) -> list[Sample]:
     """Samples of an instant query answer (resultType vector; a scalar becomes one unlabelled sample)."""
     with _gc_paused(len(body) >= _BIG_ANSWER):
-        return _vector(body, status_code)
+        return _vector(body, status_code, limits)
 
 
-def _vector(body: bytes, status_code: int) -> list[Sample]:
-    data = _data(body, status_code)
+def _vector(body: bytes, status_code: int, limits: ParseLimits) -> list[Sample]:
+    data = _data(body, status_code, limits)
     rtype, result = data.get("resultType"), data.get("result")
     try:
         if rtype == "scalar":
             return [Sample({}, float(result[0]), _float(result[1]))]  # type: ignore[index]
         if rtype != "vector" or not isinstance(result, list):
             raise ValueError(f"resultType {rtype!r}")
+        _check(len(result), limits)
         out = []
         for item in result:
             labels, point = item["metric"], item["value"]
@@ -190,18 +235,19 @@ def _vector(body: bytes, status_code: int) -> list[Sample]:
         raise UpstreamError(f"backend answer is malformed: {exc}") from None
 
 
-def parse_matrix(body: bytes, status_code: int = 200) -> list[RangeSeries]:
+def parse_matrix(body: bytes, status_code: int = 200, limits: ParseLimits = NO_LIMITS) -> list[RangeSeries]:
     """Series of a range query answer (resultType matrix)."""
     with _gc_paused(len(body) >= _BIG_ANSWER):
-        return _matrix(body, status_code)
+        return _matrix(body, status_code, limits)
 
 
-def _matrix(body: bytes, status_code: int) -> list[RangeSeries]:
-    data = _data(body, status_code)
+def _matrix(body: bytes, status_code: int, limits: ParseLimits) -> list[RangeSeries]:
+    data = _data(body, status_code, limits)
     result = data.get("result")
     try:
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise ValueError(f"resultType {data.get('resultType')!r}")
+        _check(len(result), limits)
         out = []
         for item in result:
             points = item["values"]

@@ -23,10 +23,16 @@ async def livez(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Ready once the pod source can answer (its first list has arrived)."""
+    """Ready once the pod source can answer (its first list has arrived), and while this replica reaches its
+    metrics backend (``adapter/query/reachability.py`` states the rule). Never waits on the backend."""
     pods = getattr(request.app.state, "pod_source", None)
     if pods is not None and not pods.ready():
         return PlainTextResponse("pod source not synced yet\n", status_code=503)
+    client = getattr(request.app.state, "client", None)
+    if client is not None:
+        ready, why = client.readiness()
+        if not ready:
+            return PlainTextResponse(why + "\n", status_code=503)
     return PlainTextResponse("ok")
 
 

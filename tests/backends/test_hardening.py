@@ -242,10 +242,16 @@ def test_big_answer_is_served_and_livez_stays_within_the_probe_timeout(
     prometheus: TestBackend, fleet: tuple[str, float]
 ) -> None:
     """~35 MB of valid answer (the red team used 210 MB, past the default limit): served correctly, and
-    /livez, polled meanwhile, never takes as long as the liveness probe allows."""
+    /livez, polled meanwhile, never takes as long as the liveness probe allows. Its 200,000 series are past the
+    default series bound (tests/hardening/test_answer_series_bound.py: refused), so the bound is raised here to
+    reach the parse under test."""
     ns, now = fleet
     probe_timeout = _liveness_timeout_s()
-    with ShapingProxy(prometheus.url) as proxy, adapter(proxy.url, "prometheus", now, timeout=120) as url:
+    access = BackendAccess(max_answer_series=250_000)
+    with (
+        ShapingProxy(prometheus.url) as proxy,
+        adapter(proxy.url, "prometheus", now, timeout=120, access=access) as url,
+    ):
         proxy.filler, proxy.mode, proxy.only_if = filler_items(200_000), "huge", GPU_QUERY_MARK
         assert len(proxy.filler) > 30_000_000
         with _LivezWatch(url) as watch:

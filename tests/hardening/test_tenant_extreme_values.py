@@ -20,6 +20,7 @@ import pytest
 
 from adapter.settings import Settings
 from adapter.workloads import WorkloadKey
+from tests.hardening.test_forecast_range_custom_path import deployment_history
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 
@@ -149,37 +150,7 @@ def test_tenant_extreme_value_omits_only_that_pod(
 def test_tenant_extreme_forecast_omits_only_that_deployment(prometheus: TestBackend, unique_ns: str) -> None:
     """An absurd request rate (1e19/s) in one Deployment's history: its forecast is beyond what an HPA can
     read, so the external per-Deployment list omits it and still serves the other Deployment."""
-    now = float(int(time.time()) - 20)
-    hist = [now - 11 * 3600 + 60 * i for i in range(11 * 60 + 1)]
-    series = []
-    for dep, rps in (("small", 4.0), ("huge", 1e19)):
-        pod, rs = f"{dep}-5d8f7b9c6-{dep[:3]}01", f"{dep}-5d8f7b9c6"
-        series += [
-            Series(
-                {"__name__": "vllm:request_success_total", "namespace": unique_ns, "pod": pod},
-                [(t, rps * (t - hist[0])) for t in hist],
-            ),
-            Series(
-                {
-                    "__name__": "kube_pod_owner",
-                    "namespace": unique_ns,
-                    "pod": pod,
-                    "owner_kind": "ReplicaSet",
-                    "owner_name": rs,
-                },
-                [(t, 1.0) for t in hist[-10:]],
-            ),
-            Series(
-                {
-                    "__name__": "kube_replicaset_owner",
-                    "namespace": unique_ns,
-                    "replicaset": rs,
-                    "owner_kind": "Deployment",
-                    "owner_name": dep,
-                },
-                [(t, 1.0) for t in hist[-10:]],
-            ),
-        ]
+    series = deployment_history(unique_ns, {"small": 4.0, "huge": 1e19})
     prometheus.load(series)
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", forecast_tick_s=0.2)
     path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{unique_ns}/llm_load_forecast"

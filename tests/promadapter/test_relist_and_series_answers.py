@@ -14,7 +14,7 @@ from adapter.errors import ConfigError, UpstreamError
 from adapter.promadapter.config import parse_config
 from adapter.promadapter.discovery import DEFAULT_RELIST_INTERVAL_S, RelistSettings, parse_series
 from adapter.promadapter.registry import MAX_SERIES_NAME, by_series_query, discover
-from adapter.query.results import PartialAnswer
+from adapter.query.results import ParseLimits, PartialAnswer, TooManySeries
 
 
 def test_relist_defaults_are_prometheus_adapters() -> None:
@@ -77,3 +77,10 @@ def test_an_overlong_series_name_is_skipped() -> None:
     long_name = "a" * (MAX_SERIES_NAME + 1)
     registry = discover(config, {"q": [{"__name__": long_name}, {"__name__": "a" * MAX_SERIES_NAME}]})
     assert sorted(registry.external) == ["a" * MAX_SERIES_NAME]
+
+
+def test_a_listing_past_the_series_bound_is_refused() -> None:
+    data = [{"__name__": "m", "pod": f"p{i}"} for i in range(3)]
+    assert parse_series(body({"status": "success", "data": data}), 200, ParseLimits(max_series=3)) == data
+    with pytest.raises(TooManySeries):
+        parse_series(body({"status": "success", "data": data}), 200, ParseLimits(max_series=2))

@@ -1,8 +1,9 @@
 """A fault-injecting reverse proxy in front of a real Prometheus / VictoriaMetrics.
 
 The backend is real; the proxy only changes what the adapter receives when a test asks it to: HTTP 5xx,
-a body that is not JSON, JSON cut in half, or JSON of the wrong shape. In ``pass`` mode it forwards
-byte for byte.
+a body that is not JSON, JSON cut in half, JSON of the wrong shape, a 400 ``bad_data`` answer whose error text
+names an internal address (``bad_data``), or a body labelled ``Content-Encoding: gzip`` that is not gzip
+(``bad_gzip``). In ``pass`` mode it forwards byte for byte.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import httpx
 
 from adapter.devservers import free_port
 
-MODES = ("pass", "http500", "http503", "garbage", "truncated", "wrong_shape")
+MODES = ("pass", "http500", "http503", "garbage", "truncated", "wrong_shape", "bad_data", "bad_gzip")
+# What a backend's own error text might carry that a client must never see (the bad_data answer's text).
+SECRET_ERROR_TEXT = "parse error at 10.9.8.7:9090 tenant=acme-internal"
 
 
 class FaultProxy:
@@ -32,6 +35,8 @@ class FaultProxy:
                 code, payload = proxy._answer(self.path, body)
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
+                if proxy.mode == "bad_gzip":
+                    self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -51,6 +56,8 @@ class FaultProxy:
             return 500, b'{"status":"error","errorType":"internal","error":"injected failure"}'
         if self.mode == "http503":
             return 503, b"service unavailable"
+        if self.mode == "bad_data":
+            return 400, b'{"status":"error","errorType":"bad_data","error":"%s"}' % SECRET_ERROR_TEXT.encode()
         resp = httpx.post(
             self.upstream + path,
             content=body,
