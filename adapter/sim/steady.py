@@ -11,8 +11,10 @@ and per minute instead. ``SteadyState(profile, mix).at(rate)`` gives it from the
 * **Capacity.** The engine saturates when the running sequences reach ``max_num_seqs`` or fill the KV cache
   (each holds ``P + E[O^2] / (2 E[O])`` tokens on average): ``lam_sat = N_max / (O overhead + N_max w)``.
 * **ITL.** A step carries the decode tokens of the running sequences plus the prompts that arrived during the
-  previous step (a compound Poisson sum over the mix's prompts, capped at ``max_num_batched_tokens``); the ITL
-  distribution is that of the step time.
+  previous step (a compound Poisson sum over the mix's prompts, capped at ``max_num_batched_tokens``), or a
+  full budget of queued prompt tokens when the prefill backlog outlasted the previous step too (probability
+  ``rho^2 P(W > one full step)``, the M/G/1 backlog of the TTFT below); the ITL distribution is that of the step
+  time.
 * **TTFT.** Time to the end of the current step, the prefill step(s) of the request's own prompt (chunked
   when it does not fit the step's budget), and, near saturation, the wait for a free sequence slot: the
   M/G/c wait with ``c = N_max`` (Erlang C with the Allen-Cunneen correction, ``adapter.sim.latency``).
@@ -43,7 +45,7 @@ _KV_HEADROOM = 0.97  # the KV usage at which preemptions start in a steady batch
 @dataclass(frozen=True)
 class OperatingPoint:
     """One engine's steady state at ``rate`` requests/s (``served`` = completions/s, below ``rate`` when
-    saturated). Sample arrays are per request (``ttft_s``, ``e2e_s``) and per decode step (``itl_s``)."""
+    saturated). Sorted sample arrays, per request (``ttft_s``, ``e2e_s``) and per decode step (``itl_s``)."""
 
     rate: float
     served: float
@@ -64,9 +66,12 @@ class OperatingPoint:
         """The ``q`` quantile of the inter-token latency (seconds)."""
         return float(np.quantile(self.itl_s, q))
 
-    def over(self, samples: _F64, bound_s: float, extra_s: float = 0.0) -> float:
-        """Share of ``samples`` (shifted by ``extra_s``) above ``bound_s``."""
-        return float(np.mean(samples + extra_s > bound_s))
+    @staticmethod
+    def over(samples: _F64, bound_s: float, extra_s: _F64) -> _F64:
+        """Per entry of ``extra_s``: the share of ``samples`` (sorted) shifted by it that is above ``bound_s``."""
+        below = np.searchsorted(samples, bound_s - extra_s, side="right")
+        out: _F64 = 1.0 - below / samples.size
+        return out
 
 
 class SteadyState:
@@ -137,12 +142,12 @@ class SteadyState:
         n_dec = min(running, budget - 1.0)
         context = n_dec * self.context_per_seq
         # ITL: prompts arriving during the previous step are prefilled in this one (capped at the budget).
-        arrivals = rng.poisson(lam * t / max(busy, 1e-3), _SAMPLES)
+        arrivals = rng.poisson(lam * t, _SAMPLES)  # Poisson arrivals see time averages: lam t per step
         x = _compound(arrivals, grid_p, rng)
         room = max(budget - n_dec, 1.0)
-        # A step is full when the prompts queued ahead exceed its budget (the M/G/1 backlog of _prefill_wait).
+        # A step is full when the prompts queued ahead exceed its budget and did in the step before (rho^2).
         rho, mean_if_wait, per_token = self._prefill_queue(lam, room, context)
-        p_full = rho * math.exp(-room * per_token / mean_if_wait) if rho > 0 else 0.0
+        p_full = rho * rho * math.exp(-room * per_token / mean_if_wait) if rho > 0 else 0.0
         x = np.where(rng.random(_SAMPLES) < p_full, room, np.minimum(x, room))
         itl = pr.overhead_s + pr.token_s * (n_dec + x) + pr.kv_read_s * context
         # TTFT: rest of the current step, own prefill (with the other prompts of that step), slot wait.
@@ -163,9 +168,9 @@ class SteadyState:
             running=running,
             kv_usage=min(running * self.context_per_seq / pr.kv_cache_tokens, 1.0),
             busy=busy,
-            ttft_s=ttft,
-            itl_s=itl,
-            e2e_s=e2e,
+            ttft_s=np.sort(ttft),
+            itl_s=np.sort(itl),
+            e2e_s=np.sort(e2e),
         )
 
     def _prefill_queue(self, lam: float, room: float, context: float) -> tuple[float, float, float]:

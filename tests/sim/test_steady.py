@@ -1,6 +1,6 @@
 """The fast steady-state model agrees with the step-level engine model.
 
-Stated tolerance (docs/simulation.md): saturation throughput within 5 %; TTFT P99 and ITL P99 within 40 % at
+Stated tolerance (docs/simulation.md): saturation throughput within 5 %; TTFT P99 and ITL P99 within 30 % at
 0.3, 0.6 and 0.85 of saturation, for both profiles and two mixes of opposite shape (chat, code completion).
 """
 
@@ -49,8 +49,8 @@ def test_ttft_and_itl_p99_agree_below_saturation(case: tuple[EngineProfile, Toke
         warm = arrival > 60.0
         point = model.at(rate)
         ttft = float(np.nanpercentile(run.ttft[warm], 99))
-        assert point.ttft_quantile(0.99) == pytest.approx(ttft, rel=0.4), f"TTFT P99 at {load}"
-        assert point.itl_quantile(0.99) == pytest.approx(run.itl_quantile(0.99), rel=0.4), f"ITL P99 at {load}"
+        assert point.ttft_quantile(0.99) == pytest.approx(ttft, rel=0.3), f"TTFT P99 at {load}"
+        assert point.itl_quantile(0.99) == pytest.approx(run.itl_quantile(0.99), rel=0.3), f"ITL P99 at {load}"
 
 
 def test_latencies_grow_with_load_and_the_knee_is_below_saturation() -> None:
@@ -61,5 +61,6 @@ def test_latencies_grow_with_load_and_the_knee_is_below_saturation() -> None:
     assert ttft == sorted(ttft) and itl == sorted(itl)
     knee = model.knee_rps({"ttft": 2.0, "itl": 0.1})
     assert 0 < knee < model.saturation_rps
-    assert model.at(knee * 0.99).itl_quantile(0.99) <= 0.1
+    assert model.at(knee).itl_quantile(0.99) <= 0.1
+    assert model.at(knee).ttft_quantile(0.99) <= 2.0
     assert model.knee_rps({"ttft": 1e-4}) == 0.0
