@@ -76,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--peak-pods",
         type=float,
         default=None,
-        help=f"scale the trace so its peak needs this many pods (default {_DEFAULT_PEAK_PODS:g})",
+        help=f"scale the trace so its peak needs this many pods (default {_DEFAULT_PEAK_PODS:g}; at --pod-capacity, "
+        "or at the knee with --engine token)",
     )
     src.add_argument("--peak-rps", type=float, default=None, help="or: scale the trace peak to this rate")
     src.add_argument(
@@ -295,7 +296,7 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
 
     from adapter.hpa.spec import HPASpecError, load_hpa
     from adapter.settings import load_catalog
-    from adapter.sim.fleet import Deployment, FleetConfig
+    from adapter.sim.config import Deployment, FleetConfig
     from adapter.sim.fluid import GpuPool
     from adapter.sim.policies import POLICY_NAMES, build_policies
     from adapter.sim.report import table, write_json, write_plot
@@ -338,7 +339,9 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
             drain_timeout_s=fleet.drain_timeout_s,
             seed=args.seed,
         )
-        capacity = fleet.capacity_rps
+        # A token engine's safe load is its knee, well below saturation for most mixes: the peak needs
+        # --peak-pods pods at the knee (at saturation when no load meets the SLO).
+        capacity = engine.knee() or fleet.capacity_rps
     if args.peak_rps is not None and args.peak_pods is not None:
         raise ValueError("give --peak-pods or --peak-rps, not both")
     peak = args.peak_rps if args.peak_rps is not None else (args.peak_pods or _DEFAULT_PEAK_PODS) * capacity

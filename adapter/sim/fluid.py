@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.latency import UPPER as _UPPER
 from adapter.sim.latency import WaitModel, normal_cdf
 

@@ -43,7 +43,7 @@ from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
 from adapter.settings import Catalog
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool, SimulationError
 from adapter.sim.forecasting import BoostTracker, history_span_s, warmup_history
 from adapter.sim.latency import SLO_QUANTILE, UPPER, WaitModel, histogram_quantile, knee_rate

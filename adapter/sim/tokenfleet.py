@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from adapter.sim.fleet import Deployment, FleetConfig
+from adapter.sim.config import Deployment, FleetConfig
 from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool
 from adapter.sim.latency import SLO_QUANTILE
 from adapter.sim.latency import UPPER as _UPPER
