@@ -45,7 +45,8 @@ _KV_HEADROOM = 0.97  # the KV usage at which preemptions start in a steady batch
 @dataclass(frozen=True)
 class OperatingPoint:
     """One engine's steady state at ``rate`` requests/s (``served`` = completions/s, below ``rate`` when
-    saturated). Sorted sample arrays, per request (``ttft_s``, ``e2e_s``) and per decode step (``itl_s``)."""
+    saturated). Sorted sample arrays, per request (``ttft_s``, ``e2e_s``, ``queue_s``: the time waiting before the
+    first prefill chunk) and per decode step (``itl_s``)."""
 
     rate: float
     served: float
@@ -57,6 +58,7 @@ class OperatingPoint:
     ttft_s: _F64
     itl_s: _F64
     e2e_s: _F64
+    queue_s: _F64
 
     def ttft_quantile(self, q: float) -> float:
         """The ``q`` quantile of TTFT (seconds)."""
@@ -171,6 +173,7 @@ class SteadyState:
             ttft_s=np.sort(ttft),
             itl_s=np.sort(itl),
             e2e_s=np.sort(e2e),
+            queue_s=np.sort(wait),
         )
 
     def _prefill_queue(self, lam: float, room: float, context: float) -> tuple[float, float, float]:

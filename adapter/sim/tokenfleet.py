@@ -30,6 +30,7 @@ from adapter.sim.mix import TokenMix
 from adapter.sim.profiles import EngineProfile
 from adapter.sim.slo import SloBounds
 from adapter.sim.steady import OperatingPoint, SteadyState
+from adapter.sim.vllm_families import HISTOGRAM_BOUNDS, EngineCounters
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
@@ -131,7 +132,9 @@ class TokenFleet(FluidFleet):
         end: float,
         samples: int = 3,
         pool: GpuPool | None = None,
+        families: bool = False,
     ) -> None:
+        self._families: dict[str, _F64] | None = None
         bound = engine.slo.e2e_s or float(_UPPER[-1])
         super().__init__(
             config, replicas=replicas, start=start, end=end, slo_s=bound, samples=samples, queueing=False, pool=pool
@@ -142,6 +145,77 @@ class TokenFleet(FluidFleet):
         self.bound_over = {k: np.zeros(minutes) for k in engine.slo.stated}
         self.bound_base = {k: np.zeros(minutes) for k in engine.slo.stated}
         self.output_tokens = np.zeros(minutes)
+        if families:
+            self._families = self._zero_families(self._ids.size)
+
+    @staticmethod
+    def _zero_families(pods: int) -> dict[str, _F64]:
+        out = {name: np.zeros((pods, len(bounds) + 1)) for name, bounds in HISTOGRAM_BOUNDS.items()}
+        # per pod: the histograms' sums, then prompt tokens, generation tokens
+        out["sums"] = np.zeros((pods, len(HISTOGRAM_BOUNDS) + 2))
+        return out
+
+    def set_replicas(self, n: int, now: float) -> None:
+        """``FluidFleet.set_replicas``; vLLM's per-pod counters (``families``) follow their pods."""
+        before = self._ids.copy()
+        super().set_replicas(n, now)
+        if self._families is None:
+            return
+        fresh = self._zero_families(self._ids.size)
+        if before.size == 0:
+            self._families = fresh
+            return
+        pos = np.minimum(np.searchsorted(before, self._ids), before.size - 1)
+        found = before[pos] == self._ids  # ids ascend (creation order): kept pods keep their counters
+        for key, old in self._families.items():
+            fresh[key][found] = old[pos[found]]
+        self._families = fresh
+
+    def engine_counters(self) -> list[EngineCounters]:
+        """vLLM's counters and gauges per pod (``ids`` order); needs ``families=True``."""
+        if self._families is None:
+            raise ValueError("this fleet was built without families=True")
+        fam = self._families
+        names = list(HISTOGRAM_BOUNDS)
+        context = self._model.context_per_seq
+        out = []
+        for row in range(self._ids.size):
+            sums = fam["sums"][row]
+            out.append(
+                EngineCounters(
+                    running=float(self._n[row]),
+                    waiting=float(self.queue_depth[row]),
+                    kv_cache_usage=min(float(self._n[row]) * context / self.engine.profile.kv_cache_tokens, 1.0),
+                    preemptions=0.0,
+                    prompt_tokens=float(sums[len(names)]),
+                    generation_tokens=float(sums[len(names) + 1]),
+                    success=float(fam["vllm:e2e_request_latency_seconds"][row, -1]),
+                    histograms={name: (fam[name][row].copy(), float(sums[k])) for k, name in enumerate(names)},
+                )
+            )
+        return out
+
+    def _count_families(self, idx: _I64, done: _F64, point: OperatingPoint, extra: _F64) -> None:
+        """Add completions to vLLM's per-pod histograms and token counters."""
+        fam = self._families
+        if fam is None:
+            return
+        mix = self._model.mix
+        tokens = done * mix.output_mean
+        draws = {
+            "vllm:time_to_first_token_seconds": (point.ttft_s, extra, done),
+            "vllm:inter_token_latency_seconds": (point.itl_s, np.zeros_like(extra), tokens),
+            "vllm:e2e_request_latency_seconds": (point.e2e_s, extra, done),
+            "vllm:request_queue_time_seconds": (point.queue_s, extra, done),
+        }
+        for k, (name, (samples, shift, weight)) in enumerate(draws.items()):
+            bounds = np.asarray(HISTOGRAM_BOUNDS[name])
+            below = np.searchsorted(samples, bounds[None, :] - shift[:, None], side="right") / samples.size
+            fam[name][idx, :-1] += weight[:, None] * below
+            fam[name][idx, -1] += weight
+            fam["sums"][idx, k] += weight * (float(samples.mean()) + shift)
+        fam["sums"][idx, len(draws)] += done * mix.prompt_mean
+        fam["sums"][idx, len(draws) + 1] += tokens
 
     def set_mix(self, prompt_mean: float | None, output_mean: float | None) -> None:
         """The mix of the requests arriving from now on (None: the engine's default mix)."""
@@ -189,6 +263,7 @@ class TokenFleet(FluidFleet):
         self._cum[idx, -1] += done
         led.completions[m] += total
         led.buckets[m] += np.diff(np.concatenate(([0.0], per_pod.sum(axis=0), [total])))
+        self._count_families(idx, done, point, extra)
         worst = 0.0
         for k in stated:
             base = self.bound_base[k][m]
