@@ -6,7 +6,11 @@ fluid and token-level fleets and the tools that build them, so that none of them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 # vLLM's e2e latency histogram bucket upper bounds (seconds), as served by a real vLLM V1 server
 # (shared/data/samples/vllm.prom, ``vllm:e2e_request_latency_seconds_bucket``; +Inf is implicit).
@@ -94,3 +98,11 @@ class FleetConfig:
     def full_batch_service_s(self) -> float:
         """Mean service time of a request in a full batch."""
         return self.base_service_s * (1.0 + self.batch_slowdown)
+
+
+def named(table: Mapping[str, _T], name: str, what: str) -> _T:
+    """``table[name]``, or ``ValueError`` naming the ``what`` and listing the known names."""
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(table))}") from None

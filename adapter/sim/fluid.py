@@ -358,7 +358,9 @@ class FluidFleet:
             self.now = b
         self.now = max(self.now, until)
 
-    def _flow(self, a: float, b: float, rate: float) -> None:
+    def _open_piece(self, a: float, b: float, rate: float) -> tuple[int, _I64]:
+        """Book a piece's pod-seconds and arrivals; (its ledger minute, the ready pods). With no ready pod the
+        arrivals are dropped (the Service has no endpoint) and the pods are empty."""
         d = b - a
         m = self.minute(a)
         led = self.ledger
@@ -367,7 +369,14 @@ class FluidFleet:
         self._rate = rate
         idx = np.flatnonzero(self.ready_mask(a))
         if idx.size == 0:
-            led.dropped[m] += rate * d  # no ready pod: the Service has no endpoint
+            led.dropped[m] += rate * d
+        return m, idx
+
+    def _flow(self, a: float, b: float, rate: float) -> None:
+        d = b - a
+        m, idx = self._open_piece(a, b, rate)
+        led = self.ledger
+        if idx.size == 0:
             return
         mu, slots, qmax = self._mu, self._slots, self.config.max_queue
         lam = rate / idx.size

@@ -19,6 +19,8 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
+from adapter.sim.config import named
+
 _F64 = npt.NDArray[np.float64]
 _GRID = 512  # quantile points per length distribution
 
@@ -141,7 +143,4 @@ DEFAULT_MIX = AZURE_CONVERSATION.name
 
 def mix(name: str) -> TokenMix:
     """The named mix (``ValueError`` listing the known names otherwise)."""
-    try:
-        return MIXES[name]
-    except KeyError:
-        raise ValueError(f"unknown request mix {name!r}; known: {', '.join(sorted(MIXES))}") from None
+    return named(MIXES, name, "request mix")

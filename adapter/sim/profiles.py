@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from adapter.sim.config import named
+
 GIB = float(1 << 30)
 BLOCK_TOKENS = 16  # vLLM's default KV block size on CUDA (--block-size 16)
 H100_SXM_GIB = 79.65  # NVIDIA H100 SXM5 80 GB: 81,559 MiB as nvidia-smi / DCGM report it (FleetConfig's GpuModel)
@@ -135,7 +137,4 @@ DEFAULT_PROFILE = LLAMA3_8B_H100.name
 
 def profile(name: str) -> EngineProfile:
     """The named profile (``ValueError`` listing the known names otherwise)."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise ValueError(f"unknown engine profile {name!r}; known: {', '.join(sorted(PROFILES))}") from None
+    return named(PROFILES, name, "engine profile")

@@ -273,14 +273,9 @@ class TokenFleet(FluidFleet):
 
     def _flow(self, a: float, b: float, rate: float) -> None:
         d = b - a
-        m = self.minute(a)
+        m, idx = self._open_piece(a, b, rate)
         led = self.ledger
-        led.pod_seconds[m] += d * self._ids.size
-        led.arrivals[m] += rate * d
-        self._rate = rate
-        idx = np.flatnonzero(self.ready_mask(a))
         if idx.size == 0:
-            led.dropped[m] += rate * d
             return
         model = self._model
         mu, qmax = model.saturation_rps, self.config.max_queue
