@@ -160,12 +160,14 @@ def run_engine(
         budget = budget_max - int(decoding.size)
         chunks: dict[int, int] = {}
         # 2. Running prefills continue, then waiting requests join, while the budget and the KV cache allow.
+        free = total_blocks - int(blocks.sum())
         for i in running:
             if budget <= 0:
                 break
             if computed[i] < target[i]:
-                budget -= _grant(i, budget, computed, target, blocks, chunks)
-        free = total_blocks - int(blocks.sum())
+                granted = _grant(i, budget, free, computed, target, blocks, chunks)
+                budget -= granted[0]
+                free -= granted[1]
         while waiting and budget > 0 and len(running) < profile.max_num_seqs:
             i = waiting[0]
             chunk = min(int(target[i] - computed[i]), budget)
@@ -236,12 +238,19 @@ def run_engine(
     )
 
 
-def _grant(i: int, budget: int, computed: _I64, target: _I64, blocks: _I64, chunks: dict[int, int]) -> int:
-    """Give running prefill ``i`` a chunk of at most ``budget`` tokens (its blocks grow to hold it)."""
-    chunk = min(int(target[i] - computed[i]), budget)
-    blocks[i] = max(int(blocks[i]), math.ceil((int(computed[i]) + chunk) / BLOCK_TOKENS))
+def _grant(
+    i: int, budget: int, free: int, computed: _I64, target: _I64, blocks: _I64, chunks: dict[int, int]
+) -> tuple[int, int]:
+    """Give running prefill ``i`` a chunk of at most ``budget`` tokens that its blocks plus ``free`` ones hold;
+    (tokens granted, blocks taken). A prefill that gets no block waits for the next step."""
+    room = (int(blocks[i]) + free) * BLOCK_TOKENS - int(computed[i])
+    chunk = max(0, min(int(target[i] - computed[i]), budget, room))
+    if chunk == 0:
+        return 0, 0
+    extra = max(0, math.ceil((int(computed[i]) + chunk) / BLOCK_TOKENS) - int(blocks[i]))
+    blocks[i] += extra
     chunks[i] = chunk
-    return chunk
+    return chunk, extra
 
 
 def poisson_arrivals(rate: float, duration_s: float, rng: np.random.Generator) -> _F64:

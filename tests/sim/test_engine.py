@@ -93,3 +93,18 @@ def test_profiles_are_named_and_unknown_names_are_refused() -> None:
         # KV bytes per token follow the architecture: layers x kv_heads x head_dim x 2 x 2 bytes.
         assert p.kv_bytes_per_token == p.layers * p.kv_heads * p.head_dim * 4
         assert p.kv_cache_tokens > 100_000
+
+
+def test_a_chunked_prefill_never_takes_more_blocks_than_the_cache_has() -> None:
+    small = dataclasses.replace(
+        P,
+        max_num_batched_tokens=64,
+        weights_gib=P.gpus * (P.gpu_gib * 0.9 - P.activation_gib_per_gpu) - 0.05,
+    )
+    capacity = small.kv_cache_tokens
+    # Three prompts that each fit the cache but not all at once, prefilled 64 tokens a step.
+    prompt = capacity // 2
+    run = run_engine(small, np.zeros(3), np.full(3, prompt), np.full(3, 4))
+    assert np.all(run.done)
+    assert run.step_kv.max() <= 1.0 + 1e-9
+    assert run.step_tokens.max() <= 64
