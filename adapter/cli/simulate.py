@@ -14,6 +14,13 @@ the row number; a numeric column that looks like minutes or an index is refused,
 ``--peak-pods`` pods at ``--pod-capacity`` (default: 32 pods of 40 req/s, a fleet of roughly 5-40 pods
 on the shared trace).
 
+``--engine token`` replaces the request queue by token-level vLLM engines (``adapter.sim.engine`` /
+``adapter.sim.steady``, docs/simulation.md): ``--profile`` names the engine (model, GPUs, step costs fitted to
+published vLLM figures), ``--mix`` the request mix, or a trace's per-row token sums give each window its own
+(``--prompt-tokens-col COL --output-tokens-col COL --count``); ``--slo ttft=2s,itl=100ms`` (the default) bounds
+P99 TTFT and ITL, and a minute violates the SLO when any bound is broken. ``--peak-pods`` then counts pods at
+the knee of the mix. ``--live`` runs the request-queue fleet only.
+
 The replay starts at ``--start``; ``auto`` (the default) starts at the trace's beginning, or, when a
 policy boosts, after the forecaster's history span (at most a quarter of the trace), which is fed to the
 forecaster as history. Every user error is one line on stderr and exit code 2.
