@@ -39,6 +39,7 @@ from adapter.sim.profiles import EngineProfile
 
 _F64 = npt.NDArray[np.float64]
 _SAMPLES = 4096
+_CACHED_POINTS = 256  # operating points kept per model: 4 x 4096 samples each, 32 MiB in all
 _KV_HEADROOM = 0.97  # the KV usage at which preemptions start in a steady batch (blocks are partly filled)
 
 
@@ -120,15 +121,15 @@ class SteadyState:
         return t, running, u
 
     def at(self, rate: float) -> OperatingPoint:
-        """The operating point at ``rate`` requests/s (cached; rates are rounded to 1e-4 relative)."""
+        """The operating point at ``rate`` requests/s (cached; rates are rounded to 3 significant digits)."""
         if not (rate >= 0 and math.isfinite(rate)):
             raise ValueError(f"rate must be finite and >= 0, got {rate}")
-        key = float(f"{rate:.4g}")
+        key = float(f"{rate:.3g}")
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         point = self._solve(key)
-        if len(self._cache) > 8192:
+        if len(self._cache) >= _CACHED_POINTS:
             self._cache.clear()
         self._cache[key] = point
         return point

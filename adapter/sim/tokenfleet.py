@@ -35,6 +35,7 @@ from adapter.sim.vllm_families import HISTOGRAM_BOUNDS, EngineCounters
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 _EPS = 1e-9
+_CACHED_MODELS = 16
 
 
 @dataclass
@@ -58,6 +59,8 @@ class TokenEngine:
         key = self._key(p, o)
         hit = self._models.get(key)
         if hit is None:
+            if len(self._models) >= _CACHED_MODELS:
+                self._models.clear()  # a trace with many mixes: keep memory bounded (32 MiB a model)
             means = math.exp(key[0] / 100.0), math.exp(key[1] / 100.0)
             mix = self.mix if (prompt_mean is None and output_mean is None) else self.mix.at(*means)
             hit = self._models[key] = SteadyState(self.profile, mix)
