@@ -132,3 +132,34 @@ def test_the_mix_changes_the_knee() -> None:
     code = engine.knee(2048.0, 28.0)
     assert chat != code
     assert np.isfinite(chat) and np.isfinite(code)
+
+
+def test_a_window_without_requests_keeps_the_last_known_mix() -> None:
+    from adapter.sim.trace import RateTrace, ScaledTrace
+
+    rates = np.array([2.0, 0.0, 2.5, 3.0])
+    prompt = np.array([1000.0, np.nan, 3000.0, 2000.0])
+    output = np.array([100.0, np.nan, 10.0, 50.0])
+    trace = RateTrace(step_s=60.0, rates=rates, suspect=rates < 0.5, prompt_means=prompt, output_means=output)
+    scaled = ScaledTrace(trace, peak_rps=30.0)
+    assert scaled.mix_at(30.0) == (1000.0, 100.0)
+    assert scaled.mix_at(90.0) == (1000.0, 100.0)  # no requests: the mix of the minute before
+    assert scaled.mix_at(150.0) == (3000.0, 10.0)
+    # The trace's own mix weighs each good window by its requests.
+    p, o = scaled.mean_mix() or (0.0, 0.0)
+    assert p == pytest.approx((2 * 1000 + 2.5 * 3000 + 3 * 2000) / 7.5)
+    assert o == pytest.approx((2 * 100 + 2.5 * 10 + 3 * 50) / 7.5)
+    with pytest.raises(ValueError, match="both"):
+        RateTrace(step_s=60.0, rates=rates, suspect=rates < 0.5, prompt_means=prompt)
+
+
+def test_the_replay_is_deterministic(tmp_path: Path) -> None:
+    args = ("--engine", "token", "--trace", str(AZURE_CODE), *TOKEN_COLS, "--policy", "queue", "--peak-pods", "6")
+    docs = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        out.mkdir()
+        assert _simulate(out, *args).returncode == 0
+        docs.append(json.loads((out / "o.json").read_text()))
+    strip = [{k: v for k, v in d["policies"][0].items() if k != "runtime_s"} for d in docs]
+    assert strip[0] == strip[1]
