@@ -74,8 +74,9 @@ def test_the_itl_bound_binds_where_the_ttft_bound_does_not() -> None:
 
 def test_simulate_reads_the_azure_code_traces_token_columns(tmp_path: Path) -> None:
     done = _simulate(tmp_path, "--engine", "token", "--trace", str(AZURE_CODE), *TOKEN_COLS, "--policy", "gpu",
-                     "--policy", "composite", "--peak-pods", "6")  # fmt: skip
+                     "--policy", "composite", "--peak-pods", "6", "--plot", str(tmp_path / "o.png"))  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert (tmp_path / "o.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads((tmp_path / "o.json").read_text())
     inputs = doc["inputs"]
     assert inputs["slo"] == {"ttft": 2.0, "itl": 0.1}
