@@ -253,6 +253,18 @@ def _token_engine(args: argparse.Namespace, trace: Any) -> Any:
         if args.prompt_tokens_col or args.output_tokens_col:
             raise ValueError("token columns need --engine token")
         return None
+    queue_only = {
+        "--pod-capacity": args.pod_capacity != _DEFAULT_CAPACITY,
+        "--service-time": args.service_time != _DEFAULT_SERVICE,
+        "--latency-sigma": args.latency_sigma != 0.6,
+        "--gpus-per-pod": args.gpus_per_pod != 2,
+        "--queueing": args.queueing != "mgc",
+        "--arrival-cv2": args.arrival_cv2 != 1.0,
+        "--slo-p99": args.slo_p99 != "0.8s",
+    }
+    for flag, given in queue_only.items():
+        if given:
+            raise ValueError(f"{flag} is an --engine queue option; a token engine takes --profile, --mix and --slo")
     chosen = mix(args.mix or DEFAULT_MIX)
     if trace.prompt_means is not None:
         if args.mix is not None:

@@ -110,6 +110,9 @@ def test_without_token_columns_the_default_mix_is_used(tmp_path: Path) -> None:
         (("--engine", "token", "--profile", "gpt-9"), "unknown engine profile"),
         (("--engine", "token", "--slo", "ttft=soon"), "bad duration"),
         (("--engine", "token", "--slo", "p99=2s"), "NAME=DURATION"),
+        (("--engine", "token", "--pod-capacity", "20"), "--pod-capacity is an --engine queue option"),
+        (("--engine", "token", "--slo-p99", "1s"), "--slo-p99 is an --engine queue option"),
+        (("--engine", "token", "--mix", "azure-code", *TOKEN_COLS[5:]), "use one"),
     ],
 )
 def test_bad_engine_options_are_one_line_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
