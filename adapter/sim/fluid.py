@@ -192,6 +192,14 @@ class FluidFleet:
         return self._n
 
     @property
+    def kv_cache_usage(self) -> _F64:
+        """What ``vllm:kv_cache_usage_perc`` reads per pod (0..1): ``adapter.sim.fleet``'s full-batch usage times
+        the batch's fill."""
+        cfg = self.config
+        out: _F64 = cfg.kv_full_usage * np.minimum(self._n / cfg.batch_slots, 1.0)
+        return out
+
+    @property
     def cumulative_latency(self) -> _F64:
         """Cumulative latency histogram per pod (+Inf column = completions), as vLLM's counters."""
         return self._cum

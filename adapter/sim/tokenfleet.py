@@ -180,7 +180,7 @@ class TokenFleet(FluidFleet):
             raise ValueError("this fleet was built without families=True")
         fam = self._families
         names = list(HISTOGRAM_BOUNDS)
-        context = self._model.context_per_seq
+        usage = self.kv_cache_usage
         out = []
         for row in range(self._ids.size):
             sums = fam["sums"][row]
@@ -188,7 +188,7 @@ class TokenFleet(FluidFleet):
                 EngineCounters(
                     running=float(self._n[row]),
                     waiting=float(self.queue_depth[row]),
-                    kv_cache_usage=min(float(self._n[row]) * context / self.engine.profile.kv_cache_tokens, 1.0),
+                    kv_cache_usage=float(usage[row]),
                     preemptions=0.0,
                     prompt_tokens=float(sums[len(names)]),
                     generation_tokens=float(sums[len(names) + 1]),
@@ -223,6 +223,13 @@ class TokenFleet(FluidFleet):
     def set_mix(self, prompt_mean: float | None, output_mean: float | None) -> None:
         """The mix of the requests arriving from now on (None: the engine's default mix)."""
         self._model = self.engine.model(prompt_mean, output_mean)
+
+    @property
+    def kv_cache_usage(self) -> _F64:
+        """KV usage per pod: the running sequences' mean context over the cache's tokens (0..1)."""
+        held = self._n * self._model.context_per_seq / self.engine.profile.kv_cache_tokens
+        out: _F64 = np.minimum(held, 1.0)
+        return out
 
     @property
     def saturation_rps(self) -> float:

@@ -167,3 +167,24 @@ def test_the_replay_is_deterministic(tmp_path: Path) -> None:
         docs.append(json.loads((out / "o.json").read_text()))
     strip = [{k: v for k, v in d["policies"][0].items() if k != "runtime_s"} for d in docs]
     assert strip[0] == strip[1]
+
+
+def test_kv_usage_grows_with_the_running_sequences_and_the_observer_reads_it() -> None:
+    from adapter.sim.observer import Observer
+    from adapter.sim.policies import CpuModel
+
+    engine = _engine()
+    usage = []
+    for load in (0.2, 0.6, 0.95):
+        fleet = _fleet(engine, 2, 5)
+        fleet.advance(120.0, 2 * load * engine.model().saturation_rps)
+        usage.append(float(fleet.kv_cache_usage.mean()))
+        view = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0,
+                        deployment="d").view(fleet.now)  # fmt: skip
+        assert view.kv_cache_usage is not None
+        assert np.allclose(view.kv_cache_usage, fleet.kv_cache_usage)
+    assert usage == sorted(usage) and 0.0 < usage[0] and usage[-1] <= 1.0
+    # Little's law: the sequences hold their mean context, a share of the cache's tokens.
+    point = engine.model().at(0.6 * engine.model().saturation_rps)
+    expected = point.running * engine.model().context_per_seq / LLAMA3_8B_H100.kv_cache_tokens
+    assert usage[1] == pytest.approx(expected, rel=1e-6)
