@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from adapter.cli.backtest import CliError, parse_duration
-from adapter.cli.simulate import add_queueing_arguments
+from adapter.cli.simulate import add_queueing_arguments, token_engine_chosen
 from adapter.errors import AdapterError, ConfigError
 
 
@@ -93,28 +93,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _token_engine(args: argparse.Namespace) -> Any:
     """``calibrate --simulate --engine token``'s engine (None for the request queue); the other engine's
-    options are refused, not ignored."""
+    options are refused, not ignored (``ValueError``)."""
     from adapter.sim.mix import DEFAULT_MIX, mix
     from adapter.sim.profiles import DEFAULT_PROFILE, profile
     from adapter.sim.slo import DEFAULT_SLO, parse_slo
     from adapter.sim.tokenfleet import TokenEngine
 
-    if args.engine != "token":
-        for flag, value in (("--profile", args.profile), ("--mix", args.mix), ("--slo", args.slo)):
-            if value is not None:
-                raise CliError(f"{flag} needs --engine token")
+    if not token_engine_chosen(args):
         return None
-    queue_only = {
-        "--pod-capacity": args.pod_capacity != 40.0,
-        "--service-time": args.service_time != "120ms",
-        "--latency-sigma": args.latency_sigma != 0.6,
-        "--queueing": args.queueing != "mgc",
-        "--arrival-cv2": args.arrival_cv2 != 1.0,
-        "--slo-p99": args.slo_p99 != "0.8s",
-    }
-    for flag, given in queue_only.items():
-        if given:
-            raise CliError(f"{flag} is an --engine queue option; a token engine takes --profile, --mix and --slo")
     return TokenEngine(
         profile(args.profile or DEFAULT_PROFILE), mix(args.mix or DEFAULT_MIX), parse_slo(args.slo or DEFAULT_SLO)
     )

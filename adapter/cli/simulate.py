@@ -236,6 +236,33 @@ def _load_trace(args: argparse.Namespace) -> Any:
     )
 
 
+# The request queue's own options and their defaults: refused with --engine token (a token engine's capacity,
+# GPUs and SLO come from --profile, the mix and --slo). calibrate --simulate shares the table.
+_QUEUE_OPTIONS = (
+    ("--pod-capacity", "pod_capacity", _DEFAULT_CAPACITY),
+    ("--service-time", "service_time", _DEFAULT_SERVICE),
+    ("--latency-sigma", "latency_sigma", 0.6),
+    ("--gpus-per-pod", "gpus_per_pod", 2),
+    ("--queueing", "queueing", "mgc"),
+    ("--arrival-cv2", "arrival_cv2", 1.0),
+    ("--slo-p99", "slo_p99", "0.8s"),
+)
+
+
+def token_engine_chosen(args: argparse.Namespace) -> bool:
+    """True for ``--engine token``. Raises ``ValueError`` for an option of the other engine: ``--profile``,
+    ``--mix`` or ``--slo`` without it, a request-queue option (changed from its default) with it."""
+    if args.engine != "token":
+        for flag, value in (("--profile", args.profile), ("--mix", args.mix), ("--slo", args.slo)):
+            if value is not None:
+                raise ValueError(f"{flag} needs --engine token")
+        return False
+    for flag, attr, default in _QUEUE_OPTIONS:
+        if hasattr(args, attr) and getattr(args, attr) != default:
+            raise ValueError(f"{flag} is an --engine queue option; a token engine takes --profile, --mix and --slo")
+    return True
+
+
 def _token_engine(args: argparse.Namespace, trace: Any) -> Any:
     """The ``TokenEngine`` of ``--engine token`` (its mix: the trace's own mean mix when it has token columns,
     else ``--mix``), None for ``--engine queue``; options of the other engine are refused, not ignored."""
@@ -246,25 +273,10 @@ def _token_engine(args: argparse.Namespace, trace: Any) -> Any:
     from adapter.sim.slo import DEFAULT_SLO, parse_slo
     from adapter.sim.tokenfleet import TokenEngine
 
-    if args.engine != "token":
-        for flag, value in (("--profile", args.profile), ("--mix", args.mix), ("--slo", args.slo)):
-            if value is not None:
-                raise ValueError(f"{flag} needs --engine token")
+    if not token_engine_chosen(args):
         if args.prompt_tokens_col or args.output_tokens_col:
             raise ValueError("token columns need --engine token")
         return None
-    queue_only = {
-        "--pod-capacity": args.pod_capacity != _DEFAULT_CAPACITY,
-        "--service-time": args.service_time != _DEFAULT_SERVICE,
-        "--latency-sigma": args.latency_sigma != 0.6,
-        "--gpus-per-pod": args.gpus_per_pod != 2,
-        "--queueing": args.queueing != "mgc",
-        "--arrival-cv2": args.arrival_cv2 != 1.0,
-        "--slo-p99": args.slo_p99 != "0.8s",
-    }
-    for flag, given in queue_only.items():
-        if given:
-            raise ValueError(f"{flag} is an --engine queue option; a token engine takes --profile, --mix and --slo")
     chosen = mix(args.mix or DEFAULT_MIX)
     if trace.prompt_means is not None:
         if args.mix is not None:
