@@ -24,6 +24,7 @@ from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.query.results import RangeSeries
 from adapter.settings import Catalog, MetricDef, Term
 from adapter.sim.fleet import FleetConfig
+from adapter.sim.tokenfleet import TokenEngine
 
 DEFAULT_HISTOGRAM = "vllm:e2e_request_latency_seconds"
 
@@ -160,6 +161,7 @@ def simulated_history(
     queueing: bool = True,
     arrival_cv2: float = 1.0,
     latency_window_s: float = 120.0,
+    engine: TokenEngine | None = None,
 ) -> History:
     """A load sweep on the fleet model ``simulate`` replays (``adapter.sim.fluid.FluidFleet`` read through
     ``adapter.sim.observer.Observer``): ``levels`` steady loads from ``top / levels`` to ``top`` x the pod
@@ -170,7 +172,9 @@ def simulated_history(
     ``histogram_quantile(0.99)`` over ``latency_window_s`` (the catalog's latency window) that the HPA
     model reads, so the targets proposed here mean the same in ``simulate``. The share of requests slower
     than the SLO is the fleet's own accounting (exact, not read back from buckets). ``deployment_load``
-    (e.g. a trace) feeds the growth headroom; without it the growth is 0.
+    (e.g. a trace) feeds the growth headroom; without it the growth is 0. ``engine``: token-level engines
+    (``config`` from ``TokenEngine.fleet_config``, the sweep up to ``top`` x their saturation), a load's requests
+    over the SLO being those of its worst stated bound (``simulate --engine token``'s accounting).
     """
     from adapter.sim.fluid import MINUTE_S, FluidFleet
     from adapter.sim.observer import Observer
@@ -184,9 +188,15 @@ def simulated_history(
     if hold_s % MINUTE_S or measure_s % MINUTE_S or not 0 < measure_s <= hold_s:
         raise ValueError("hold_s and measure_s must be whole minutes, 0 < measure_s <= hold_s")
     end = levels * hold_s
-    fleet = FluidFleet(
-        config, replicas=pods, start=0.0, end=end, slo_s=slo_s, queueing=queueing, arrival_cv2=arrival_cv2
-    )
+    fleet: FluidFleet
+    if engine is not None:  # token-level engines (simulate --engine token): over_slo counts any broken bound
+        from adapter.sim.tokenfleet import TokenFleet
+
+        fleet = TokenFleet(engine, config, replicas=pods, start=0.0, end=end)
+    else:
+        fleet = FluidFleet(
+            config, replicas=pods, start=0.0, end=end, slo_s=slo_s, queueing=queueing, arrival_cv2=arrival_cv2
+        )
     observer = Observer(
         fleet,
         latency_window_s=latency_window_s,

@@ -114,6 +114,12 @@ class Calibration:
     terms: tuple[TermProposal, ...] = ()
     composite_at_safe: float | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    slo_label: str | None = None  # the SLO in words when it is not an e2e P99 bound (e.g. TTFT and ITL bounds)
+
+    @property
+    def slo_text(self) -> str:
+        """The SLO as the report states it: ``slo_label``, or ``P99 <= <slo_s> s``."""
+        return self.slo_label or f"P99 <= {self.slo_s:g} s"
 
     @property
     def marked_flat(self) -> frozenset[str]:
@@ -318,6 +324,7 @@ def calibrate(
     tolerance: float = HPA_TOLERANCE,
     bins: int = DEFAULT_BINS,
     min_requests: float = MIN_BIN_REQUESTS,
+    slo_label: str | None = None,
 ) -> Calibration:
     """Knee, safe point and proposed targets from ``history`` (see the module docstring)."""
     table = load_bins(history, bins=bins)
@@ -332,11 +339,13 @@ def calibrate(
     )
     if knee is None:
         warnings.append(
-            f"the P99 never exceeded the SLO ({slo_s:g} s) up to {max_load:.3g} req/s per pod: "
+            (f"the P99 never exceeded the SLO ({slo_s:g} s)" if slo_label is None else f"no bound of {slo_label} broke")
+            + f" up to {max_load:.3g} req/s per pod: "
             "the knee is above that; run the fleet hotter (a load test) or calibrate a simulation"
         )
         return Calibration(
             slo_s=slo_s,
+            slo_label=slo_label,
             slo_quantile=slo_quantile,
             knee_rps=None,
             max_load_rps=max_load,
@@ -361,6 +370,7 @@ def calibrate(
         )
     return Calibration(
         slo_s=slo_s,
+        slo_label=slo_label,
         slo_quantile=slo_quantile,
         knee_rps=knee,
         max_load_rps=max_load,

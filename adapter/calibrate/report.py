@@ -20,7 +20,8 @@ def to_dict(cal: Calibration, *, composite: str) -> dict[str, Any]:
     """Everything ``calibrate`` found, JSON-ready (NaN becomes null)."""
     return {
         "composite": composite,
-        "slo_p99_s": cal.slo_s,
+        "slo_p99_s": cal.slo_s if cal.slo_label is None else None,
+        "slo": cal.slo_text,
         "slo_quantile": cal.slo_quantile,
         "knee_rps_per_pod": _num(cal.knee_rps),
         "max_load_rps_per_pod": cal.max_load_rps,
@@ -73,9 +74,10 @@ def summary(cal: Calibration, *, composite: str) -> str:
     """A few lines for the terminal."""
     out = []
     if cal.knee_rps is None:
-        out.append(f"knee: not reached (P99 <= {cal.slo_s:g} s up to {cal.max_load_rps:.3g} req/s per pod)")
+        out.append(f"knee: not reached ({cal.slo_text} up to {cal.max_load_rps:.3g} req/s per pod)")
     else:
-        out.append(f"knee: {cal.knee_rps:.4g} req/s per pod (P99 = {cal.slo_s:g} s there)")
+        where = f"P99 = {cal.slo_s:g} s there" if cal.slo_label is None else f"the last load within {cal.slo_text}"
+        out.append(f"knee: {cal.knee_rps:.4g} req/s per pod ({where})")
         out.append(
             f"safe point: {cal.safe_rps:.4g} req/s per pod = knee / ((1 + growth {cal.growth:.3g}) "
             f"x HPA band {cal.band:.3g})"
@@ -100,7 +102,7 @@ def write_plot(cal: Calibration, path: Path, *, composite: str) -> None:
     loads = [b.load for b in cal.bins]
     axes[0].plot(loads, [100 * b.over_fraction for b in cal.bins], "o-", ms=3)
     axes[0].axhline(100 * (1 - cal.slo_quantile), color="grey", ls=":", label=f"{100 * (1 - cal.slo_quantile):g} %")
-    axes[0].set_ylabel(f"% > {cal.slo_s:g} s")
+    axes[0].set_ylabel(f"% > {cal.slo_s:g} s" if cal.slo_label is None else "% over a bound")
     axes[0].set_yscale("symlog", linthresh=0.1)
     axes[0].set_ylim(bottom=0)
     by_metric = {p.metric: p for p in cal.terms}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from adapter.cli.backtest import CliError, parse_duration
-from adapter.cli.simulate import add_queueing_arguments
+from adapter.cli.simulate import add_queueing_arguments, token_engine_chosen
 from adapter.errors import AdapterError, ConfigError
 
 
@@ -52,6 +53,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sim.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
     add_queueing_arguments(sim)
     sim.add_argument(
+        "--engine",
+        choices=["queue", "token"],
+        default="queue",
+        help="the simulated pods: the request queue (default) or token-level vLLM engines (docs/simulation.md)",
+    )
+    sim.add_argument("--profile", default=None, help="engine profile with --engine token (default llama3-8b-h100)")
+    sim.add_argument("--mix", default=None, help="request mix with --engine token (default azure-conversation)")
+    sim.add_argument("--slo", default=None, help="P99 bounds with --engine token (default ttft=2s,itl=100ms)")
+    sim.add_argument(
         "--trace",
         type=Path,
         default=None,
@@ -81,6 +91,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
+def _token_engine(args: argparse.Namespace) -> Any:
+    """``calibrate --simulate --engine token``'s engine (None for the request queue); the other engine's
+    options are refused, not ignored (``ValueError``)."""
+    from adapter.sim.mix import DEFAULT_MIX, mix
+    from adapter.sim.profiles import DEFAULT_PROFILE, profile
+    from adapter.sim.slo import DEFAULT_SLO, parse_slo
+    from adapter.sim.tokenfleet import TokenEngine
+
+    if not token_engine_chosen(args):
+        return None
+    return TokenEngine(
+        profile(args.profile or DEFAULT_PROFILE), mix(args.mix or DEFAULT_MIX), parse_slo(args.slo or DEFAULT_SLO)
+    )
+
+
 def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -> Any:
     from adapter.calibrate.history import open_backend, read_history, simulated_history
 
@@ -95,6 +120,18 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
             latency_sigma=args.latency_sigma,
             substep_s=min(0.5, service),
         )
+        engine = _token_engine(args)
+        pods = 2
+        if engine is not None:
+            config = engine.fleet_config(
+                deployment=config.deployment, load_delay_s=config.load_delay_s, drain_timeout_s=120.0, seed=0
+            )
+            # A big model's knee can be ~1 req/s per pod: enough pods that a load bin near half the knee holds
+            # the MIN_BIN_REQUESTS the knee finder judges (a measured minute per level and pod).
+            from adapter.calibrate.knee import MIN_BIN_REQUESTS
+
+            per_pod = engine.knee() or engine.model().saturation_rps
+            pods = max(2, math.ceil(MIN_BIN_REQUESTS / (0.5 * per_pod * 60.0)))
         demand, demand_step = None, 60.0
         if args.trace is not None:
             from adapter.sim.trace import load_trace
@@ -114,6 +151,8 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
             queueing=args.queueing == "mgc",
             arrival_cv2=args.arrival_cv2,
             latency_window_s=latency_window(catalog),
+            engine=engine,
+            pods=pods,
         )
     missing = [
         f"--{n.replace('_', '-')}" for n in ("prometheus_url", "namespace", "deployment") if not getattr(args, n)
@@ -163,10 +202,17 @@ def run(args: argparse.Namespace) -> int:
         history = _history(args, catalog, terms, slo_s)
         if history.load.size == 0:
             raise CliError("no history: no pod of the Deployment had load, latency buckets and the terms' series")
+        label = None
+        if args.simulate and args.engine == "token":
+            from adapter.sim.slo import DEFAULT_SLO, parse_slo
+
+            bounds = parse_slo(args.slo or DEFAULT_SLO).stated
+            label = ", ".join(f"{k.upper()} P99 <= {v:g} s" for k, v in bounds.items())
         cal = calibrate(
             history,
             terms,
             slo_s=slo_s,
+            slo_label=label,
             slo_quantile=args.slo_quantile,
             cold_start_s=parse_duration(args.cold_start),
             growth_quantile=args.growth_quantile,

@@ -79,6 +79,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="where to write the PNG of the run on exit (default: a timestamped file in the temp dir)",
     )
     p.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the timeline the plot shows (one sample per wall second) as JSON on exit",
+    )
+    p.add_argument(
         "--no-backfill",
         dest="backfill",
         action="store_false",
@@ -119,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             autoscale=args.autoscale,
             plot_path=args.plot,
+            json_path=args.json,
             backfill=args.backfill,
             **extra,
         )

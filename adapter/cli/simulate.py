@@ -14,6 +14,13 @@ the row number; a numeric column that looks like minutes or an index is refused,
 ``--peak-pods`` pods at ``--pod-capacity`` (default: 32 pods of 40 req/s, a fleet of roughly 5-40 pods
 on the shared trace).
 
+``--engine token`` replaces the request queue by token-level vLLM engines (``adapter.sim.engine`` /
+``adapter.sim.steady``, docs/simulation.md): ``--profile`` names the engine (model, GPUs, step costs fitted to
+published vLLM figures), ``--mix`` the request mix, or a trace's per-row token sums give each window its own
+(``--prompt-tokens-col COL --output-tokens-col COL --count``); ``--slo ttft=2s,itl=100ms`` (the default) bounds
+P99 TTFT and ITL, and a minute violates the SLO when any bound is broken. ``--peak-pods`` then counts pods at
+the knee of the mix. ``--live`` runs the request-queue fleet only.
+
 The replay starts at ``--start``; ``auto`` (the default) starts at the trace's beginning, or, when a
 policy boosts, after the forecaster's history span (at most a quarter of the trace), which is fed to the
 forecaster as history. Every user error is one line on stderr and exit code 2.
@@ -67,10 +74,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     src.add_argument("--gap-col", help="column that is 1 in collection gaps")
     src.add_argument("--count", action="store_true", help="the value column counts requests per row")
     src.add_argument(
+        "--prompt-tokens-col", help="column with the prompt tokens summed over each row's requests (--engine token)"
+    )
+    src.add_argument(
+        "--output-tokens-col", help="column with the output tokens summed over each row's requests (--engine token)"
+    )
+    src.add_argument(
         "--peak-pods",
         type=float,
         default=None,
-        help=f"scale the trace so its peak needs this many pods (default {_DEFAULT_PEAK_PODS:g})",
+        help=f"scale the trace so its peak needs this many pods (default {_DEFAULT_PEAK_PODS:g}; at --pod-capacity, "
+        "or at the knee with --engine token)",
     )
     src.add_argument("--peak-rps", type=float, default=None, help="or: scale the trace peak to this rate")
     src.add_argument(
@@ -100,6 +114,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="metric catalog YAML (composite terms, forecast); default: the embedded one",
     )
     fleet = p.add_argument_group("fleet physics (the same for every policy)")
+    fleet.add_argument(
+        "--engine",
+        choices=["queue", "token"],
+        default="queue",
+        help="queue (default): the request queue of --pod-capacity / --service-time; token: token-level vLLM "
+        "engines of --profile serving --mix or the trace's token columns (docs/simulation.md)",
+    )
+    fleet.add_argument("--profile", default=None, help="engine profile with --engine token (default llama3-8b-h100)")
+    fleet.add_argument(
+        "--mix", default=None, help="request mix without token columns, --engine token (default azure-conversation)"
+    )
     fleet.add_argument(
         "--pod-capacity",
         type=float,
@@ -135,7 +160,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     fleet.add_argument("--max-gpus", type=int, default=None, help="GPUs the cluster can grow to (--warm-gpus)")
     fleet.add_argument("--seed", type=int, default=0)
-    p.add_argument("--slo-p99", default="0.8s", help="P99 latency SLO (default 0.8s)")
+    p.add_argument("--slo-p99", default="0.8s", help="P99 e2e latency SLO of --engine queue (default 0.8s)")
+    p.add_argument(
+        "--slo",
+        default=None,
+        help="P99 bounds of --engine token, e.g. ttft=2s,itl=100ms (the default) or e2e=30s; a minute violates "
+        "the SLO when any bound is broken",
+    )
     p.add_argument("--workers", type=int, default=0, help="processes for the policies (default: CPUs)")
     p.add_argument("--json", required=True, type=Path, help="write the figures here")
     p.add_argument("--plot", type=Path, help="also write a PNG of replicas and load over time")
@@ -176,7 +207,86 @@ def _load_trace(args: argparse.Namespace) -> Any:
     # The same rule as load_trace: windows far below the median sit next to gaps and are not trusted.
     with np.errstate(invalid="ignore"):
         suspect = np.isfinite(values) & (values < DEFAULT_SUSPECT_FRACTION * float(np.median(known)))
-    return RateTrace(step_s=series.step_s, rates=values, suspect=suspect, start_s=float(series.timestamps[0]))
+    means: list[Any] = [None, None]
+    if args.prompt_tokens_col or args.output_tokens_col:
+        if not (args.prompt_tokens_col and args.output_tokens_col):
+            raise ValueError("give both --prompt-tokens-col and --output-tokens-col")
+        if not args.count:
+            raise ValueError("token columns are sums per row: they need --count (rows count requests)")
+        for k, col in enumerate((args.prompt_tokens_col, args.output_tokens_col)):
+            sums = load_csv(
+                args.trace,
+                value_col=col,
+                time_col=args.time_col,
+                gap_col=args.gap_col,
+                count=True,
+                time_unit=args.time_unit,
+                index_step_s=parse_duration(args.index_step) if args.index_step else None,
+            )
+            tokens = np.asarray(sums.values, dtype=np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means[k] = np.where(values > 0, tokens / np.where(values > 0, values, 1.0), np.nan)
+    return RateTrace(
+        step_s=series.step_s,
+        rates=values,
+        suspect=suspect,
+        start_s=float(series.timestamps[0]),
+        prompt_means=means[0],
+        output_means=means[1],
+    )
+
+
+# The request queue's own options and their defaults: refused with --engine token (a token engine's capacity,
+# GPUs and SLO come from --profile, the mix and --slo). calibrate --simulate shares the table.
+_QUEUE_OPTIONS = (
+    ("--pod-capacity", "pod_capacity", _DEFAULT_CAPACITY),
+    ("--service-time", "service_time", _DEFAULT_SERVICE),
+    ("--latency-sigma", "latency_sigma", 0.6),
+    ("--gpus-per-pod", "gpus_per_pod", 2),
+    ("--queueing", "queueing", "mgc"),
+    ("--arrival-cv2", "arrival_cv2", 1.0),
+    ("--slo-p99", "slo_p99", "0.8s"),
+)
+
+
+def token_engine_chosen(args: argparse.Namespace) -> bool:
+    """True for ``--engine token``. Raises ``ValueError`` for an option of the other engine: ``--profile``,
+    ``--mix`` or ``--slo`` without it, a request-queue option (changed from its default) with it."""
+    if args.engine != "token":
+        for flag, value in (("--profile", args.profile), ("--mix", args.mix), ("--slo", args.slo)):
+            if value is not None:
+                raise ValueError(f"{flag} needs --engine token")
+        return False
+    for flag, attr, default in _QUEUE_OPTIONS:
+        if hasattr(args, attr) and getattr(args, attr) != default:
+            raise ValueError(f"{flag} is an --engine queue option; a token engine takes --profile, --mix and --slo")
+    return True
+
+
+def _token_engine(args: argparse.Namespace, trace: Any) -> Any:
+    """The ``TokenEngine`` of ``--engine token`` (its mix: the trace's own mean mix when it has token columns,
+    else ``--mix``), None for ``--engine queue``; options of the other engine are refused, not ignored."""
+    from dataclasses import replace
+
+    from adapter.sim.mix import DEFAULT_MIX, mix
+    from adapter.sim.profiles import DEFAULT_PROFILE, profile
+    from adapter.sim.slo import DEFAULT_SLO, parse_slo
+    from adapter.sim.tokenfleet import TokenEngine
+
+    if not token_engine_chosen(args):
+        if args.prompt_tokens_col or args.output_tokens_col:
+            raise ValueError("token columns need --engine token")
+        return None
+    chosen = mix(args.mix or DEFAULT_MIX)
+    if trace.prompt_means is not None:
+        if args.mix is not None:
+            raise ValueError("--mix and token columns both give the mix: use one")
+        from adapter.sim.trace import ScaledTrace
+
+        own = ScaledTrace(trace, peak_rps=1.0).mean_mix()
+        assert own is not None
+        chosen = replace(chosen.at(*own), name="trace", source=f"token columns of {args.trace}")
+    return TokenEngine(profile(args.profile or DEFAULT_PROFILE), chosen, parse_slo(args.slo or DEFAULT_SLO))
 
 
 def _load_range(text: str, option: str = "--load-time") -> tuple[float, float]:
@@ -217,7 +327,7 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
 
     from adapter.hpa.spec import HPASpecError, load_hpa
     from adapter.settings import load_catalog
-    from adapter.sim.fleet import Deployment, FleetConfig
+    from adapter.sim.config import Deployment, FleetConfig
     from adapter.sim.fluid import GpuPool
     from adapter.sim.policies import POLICY_NAMES, build_policies
     from adapter.sim.report import table, write_json, write_plot
@@ -238,8 +348,9 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
     names = args.policy or (["boosted"] if args.live else list(POLICY_NAMES))
     policies = build_policies(names, base, catalog)
     service = parse_duration(args.service_time)
+    deployment = Deployment(name=base.scale_target.name or "llm", namespace=base.namespace)
     fleet = FleetConfig(
-        deployment=Deployment(name=base.scale_target.name or "llm", namespace=base.namespace),
+        deployment=deployment,
         gpus_per_pod=args.gpus_per_pod,
         capacity_rps=args.pod_capacity,
         base_service_s=service,
@@ -250,9 +361,21 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         seed=args.seed,
     )
     trace = _load_trace(args)
+    engine = _token_engine(args, trace)
+    capacity = args.pod_capacity
+    if engine is not None:
+        fleet = engine.fleet_config(
+            deployment=deployment,
+            load_delay_s=fleet.load_delay_s,
+            drain_timeout_s=fleet.drain_timeout_s,
+            seed=args.seed,
+        )
+        # A token engine's safe load is its knee, well below saturation for most mixes: the peak needs
+        # --peak-pods pods at the knee (at saturation when no load meets the SLO).
+        capacity = engine.knee() or fleet.capacity_rps
     if args.peak_rps is not None and args.peak_pods is not None:
         raise ValueError("give --peak-pods or --peak-rps, not both")
-    peak = args.peak_rps if args.peak_rps is not None else (args.peak_pods or _DEFAULT_PEAK_PODS) * args.pod_capacity
+    peak = args.peak_rps if args.peak_rps is not None else (args.peak_pods or _DEFAULT_PEAK_PODS) * capacity
     scaled = ScaledTrace(trace, peak_rps=peak)
     offset = _start_offset(args.start, policies, trace.duration_s, parse_duration)
     if args.days is not None and args.duration is not None:
@@ -281,8 +404,11 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         arrival_cv2=args.arrival_cv2,
         metric_delay_s=_delay(args.metric_delay),
         pool=pool,
+        engine=engine,
     )
     if args.live:
+        if engine is not None:
+            raise ValueError("--live runs the request-queue fleet: drop --engine token")
         from adapter.sim.live import LiveOptions
 
         if len(policies) != 1:

@@ -84,6 +84,7 @@ class DemoOptions:
     status_every_s: float = 5.0
     autoscale: bool = False  # run the HPA model against the adapter so replicas follow the load
     plot_path: Path | None = None  # None: a timestamped PNG in the system's temporary directory
+    json_path: Path | None = None  # also write the timeline as JSON here
     backfill: bool = True  # write the forecaster's history into Prometheus before it starts
     ready_timeout_s: float = 60.0
     seed: int = 0
@@ -431,4 +432,11 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             say(f"could not write the plot: {exc}")
             return 1
         say(f"plot written: {plot}")
+    if clean and options.json_path is not None:
+        try:
+            timeline.write_json(options.json_path)
+        except OSError as exc:
+            say(f"could not write the timeline: {exc}")
+            return 1
+        say(f"timeline written: {options.json_path}")
     return 0

@@ -1,15 +1,17 @@
-"""What the demo saw, sample by sample, and the PNG it writes on exit.
+"""What the demo saw, sample by sample, and the PNG (and JSON) it writes on exit.
 
 ``Timeline`` collects one ``Sample`` per second of the demo: the trace's arrival rate, the fleet's replicas,
 the P99 the fleet served, and what the adapter answered for the Deployment (composite, boost, boosted
-composite, forecast). ``write_png`` draws it with matplotlib's Agg backend (no display needed). Values the
-adapter did not answer are NaN and leave a gap in the plot, never a made-up point.
+composite, forecast). ``write_png`` draws it with matplotlib's Agg backend (no display needed); ``write_json``
+writes the same samples (``demo --json FILE``). Values the adapter did not answer are NaN: a gap in the plot,
+``null`` in the JSON, never a made-up point.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
@@ -39,6 +41,24 @@ class Timeline:
 
     def add(self, sample: Sample) -> None:
         self.samples.append(sample)
+
+    def document(self) -> dict[str, object]:
+        """The timeline as JSON-ready data: the run's settings and one object per sample (NaN as None)."""
+
+        def clean(value: object) -> object:
+            return None if isinstance(value, float) and not math.isfinite(value) else value
+
+        return {
+            "speed": self.speed,
+            "autoscale": self.autoscale,
+            "slo_p99_s": self.slo_p99_s,
+            "samples": [{k: clean(v) for k, v in asdict(sample).items()} for sample in self.samples],
+        }
+
+    def write_json(self, path: Path) -> Path:
+        """Write ``document()`` to ``path`` (strict JSON: no NaN); returns ``path``."""
+        path.write_text(json.dumps(self.document(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        return path
 
     def write_png(self, path: Path) -> Path:
         """Draw load, replicas, composite/boost and P99 vs the SLO against simulated hours; returns ``path``.

@@ -32,22 +32,28 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from adapter.sim.config import PCI_BUSES, VLLM_E2E_LATENCY_BUCKETS, Deployment, FleetConfig, GpuModel
+
+__all__ = [
+    "VLLM_E2E_LATENCY_BUCKETS",
+    "Deployment",
+    "Fleet",
+    "FleetConfig",
+    "FleetSnapshot",
+    "GpuModel",
+    "GpuSnapshot",
+    "PodPhase",
+    "PodSnapshot",
+]
+
 if TYPE_CHECKING:
     from adapter.sim.latency import WaitModel
-
-# vLLM's e2e latency histogram bucket upper bounds (seconds), as served by a real vLLM V1 server
-# (shared/data/samples/vllm.prom, ``vllm:e2e_request_latency_seconds_bucket``; +Inf is implicit).
-VLLM_E2E_LATENCY_BUCKETS: tuple[float, ...] = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
 
 _BUCKET_BOUNDS = np.asarray(VLLM_E2E_LATENCY_BUCKETS, dtype=np.float64)
 # Kubernetes generates pod-template hashes and pod name suffixes from this alphabet (no vowels, no
 # look-alike characters): k8s.io/apimachinery/pkg/util/rand/rand.go (``alphanums``).
 _K8S_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
-# PCI bus numbers of the eight GPUs on a DGX-H100-like node (shape as in the shared dcgm sample).
-_PCI_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+_PCI_BUSES = PCI_BUSES
 _Z_P99 = 2.3263478740408408  # standard normal 0.99 quantile
 _CUDA_CONTEXT_MIB = 520.0  # framebuffer a CUDA context takes before any weights are loaded
 _EMPTY = 0.05  # a draining pod with less than this in flight (a fluid remnant) has finished
@@ -59,83 +65,6 @@ class PodPhase(StrEnum):
     LOADING = "loading"  # scheduled, model weights loading; not ready, gets no traffic, no vLLM metrics yet
     READY = "ready"  # receives its share of arrivals
     TERMINATING = "terminating"  # deleted: no new arrivals, drains what it holds, then vanishes
-
-
-@dataclass(frozen=True)
-class GpuModel:
-    """The accelerator type on every node (defaults: H100 SXM 80 GB, idle power as in the shared sample)."""
-
-    name: str = "NVIDIA H100 80GB HBM3"
-    fb_total_mib: float = 81559.0
-    idle_power_w: float = 68.0
-    max_power_w: float = 700.0
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """The Deployment the pods belong to; ``labels`` always include ``app=<name>``."""
-
-    name: str = "llama-3-8b"
-    namespace: str = "llm-demo"
-    model_name: str = "meta-llama/Meta-Llama-3-8B-Instruct"
-    container: str = "vllm"
-    extra_labels: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """Pod template labels: ``app=<name>`` plus ``extra_labels``."""
-        return {"app": self.name, **dict(self.extra_labels)}
-
-
-@dataclass(frozen=True)
-class FleetConfig:
-    """Static parameters of the fleet. Validated at construction (``ValueError`` names the bad field)."""
-
-    deployment: Deployment = field(default_factory=Deployment)
-    gpus_per_pod: int = 2
-    gpus_per_node: int = 8
-    gpu: GpuModel = field(default_factory=GpuModel)
-    capacity_rps: float = 10.0  # saturated throughput of one pod (requests/s)
-    base_service_s: float = 2.0  # mean time a request spends in a lightly loaded batch
-    batch_slowdown: float = 0.5  # a full batch makes each request this much slower (relative)
-    latency_sigma: float = 0.6  # lognormal shape of service times (spread of output lengths)
-    max_queue: float = 512.0  # waiting requests beyond this are rejected
-    load_delay_s: tuple[float, float] = (90.0, 180.0)  # model-load time range for a new pod
-    drain_timeout_s: float = 120.0  # terminationGracePeriod: what is still in flight then is lost
-    model_weights_mib: float = 15_400.0  # whole model (bf16 Llama-3-8B), split over the pod's GPUs
-    kv_cache_mib_per_gpu: float = 48_000.0  # KV cache per GPU when the batch is full
-    kv_full_usage: float = 0.92  # vllm:kv_cache_usage_perc at a full batch
-    substep_s: float = 0.5  # integration step; advance() splits longer intervals
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.gpus_per_pod < 1 or self.gpus_per_node < 1 or self.gpus_per_node % self.gpus_per_pod:
-            raise ValueError(f"gpus_per_pod ({self.gpus_per_pod}) must divide gpus_per_node ({self.gpus_per_node})")
-        if self.gpus_per_node > len(_PCI_BUSES):
-            raise ValueError(f"gpus_per_node must be at most {len(_PCI_BUSES)}")
-        for name in ("capacity_rps", "base_service_s", "latency_sigma", "substep_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive")
-        if self.batch_slowdown < 0 or self.max_queue < 0 or self.drain_timeout_s < 0:
-            raise ValueError("batch_slowdown, max_queue and drain_timeout_s must not be negative")
-        low, high = self.load_delay_s
-        if not 0 <= low <= high:
-            raise ValueError(f"load_delay_s must be a range 0 <= low <= high, got {self.load_delay_s}")
-        # Explicit integration is stable (never completes more than is running) only for steps <= S.
-        if self.substep_s > self.base_service_s:
-            raise ValueError("substep_s must not exceed base_service_s")
-        if not 0 < self.kv_full_usage <= 1:
-            raise ValueError("kv_full_usage must be in (0, 1]")
-
-    @property
-    def batch_slots(self) -> float:
-        """Requests a pod runs at once when saturated: Little's law, capacity x full-batch service time."""
-        return self.capacity_rps * self.full_batch_service_s
-
-    @property
-    def full_batch_service_s(self) -> float:
-        """Mean service time of a request in a full batch."""
-        return self.base_service_s * (1.0 + self.batch_slowdown)
 
 
 @dataclass(frozen=True)

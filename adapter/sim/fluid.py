@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.latency import UPPER as _UPPER
 from adapter.sim.latency import WaitModel, normal_cdf
 
@@ -190,6 +190,14 @@ class FluidFleet:
     def running(self) -> _F64:
         """Requests in the batch per pod."""
         return self._n
+
+    @property
+    def kv_cache_usage(self) -> _F64:
+        """What ``vllm:kv_cache_usage_perc`` reads per pod (0..1): ``adapter.sim.fleet``'s full-batch usage times
+        the batch's fill."""
+        cfg = self.config
+        out: _F64 = cfg.kv_full_usage * np.minimum(self._n / cfg.batch_slots, 1.0)
+        return out
 
     @property
     def cumulative_latency(self) -> _F64:
@@ -358,7 +366,9 @@ class FluidFleet:
             self.now = b
         self.now = max(self.now, until)
 
-    def _flow(self, a: float, b: float, rate: float) -> None:
+    def _open_piece(self, a: float, b: float, rate: float) -> tuple[int, _I64]:
+        """Book a piece's pod-seconds and arrivals; (its ledger minute, the ready pods). With no ready pod the
+        arrivals are dropped (the Service has no endpoint) and the pods are empty."""
         d = b - a
         m = self.minute(a)
         led = self.ledger
@@ -367,7 +377,14 @@ class FluidFleet:
         self._rate = rate
         idx = np.flatnonzero(self.ready_mask(a))
         if idx.size == 0:
-            led.dropped[m] += rate * d  # no ready pod: the Service has no endpoint
+            led.dropped[m] += rate * d
+        return m, idx
+
+    def _flow(self, a: float, b: float, rate: float) -> None:
+        d = b - a
+        m, idx = self._open_piece(a, b, rate)
+        led = self.ledger
+        if idx.size == 0:
             return
         mu, slots, qmax = self._mu, self._slots, self.config.max_queue
         lam = rate / idx.size

@@ -26,7 +26,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, FleetConfig
+from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS, FleetConfig
 
 _F64 = npt.NDArray[np.float64]
 UPPER: _F64 = np.asarray(VLLM_E2E_LATENCY_BUCKETS, dtype=np.float64)

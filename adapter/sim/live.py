@@ -54,7 +54,8 @@ from adapter.hpa.spec import HPASpec
 from adapter.quantity import milli_value, parse_quantity
 from adapter.settings import DURATION, Catalog, duration_seconds, parse_catalog
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet, FleetSnapshot, PodPhase
+from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
+from adapter.sim.fleet import Fleet, FleetSnapshot, PodPhase
 from adapter.sim.observer import pod_info
 from adapter.sim.policies import Policy, average_usage
 from adapter.sim.simulate import (

@@ -144,8 +144,7 @@ class Observer:
             latency_p99=p99,
             cpu_milli=cpu,
             running=np.where(ready, fleet.running, 0.0),
-            # As adapter.sim.fleet reports it: the full-batch usage times the batch's fill.
-            kv_cache_usage=np.where(ready, cfg.kv_full_usage * np.minimum(fleet.running / cfg.batch_slots, 1.0), 0.0),
+            kv_cache_usage=np.where(ready, fleet.kv_cache_usage, 0.0),
         )
 
     def observed(self, now: float, *, latency: bool = True) -> PodView:

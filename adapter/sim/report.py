@@ -199,8 +199,12 @@ def write_plot(result: SimulationResult, path: Path, *, title: str | None = None
     start = float(result.inputs["start_s"])  # type: ignore[arg-type]
     end = float(result.inputs["end_s"])  # type: ignore[arg-type]
     physics: dict[str, Any] = result.inputs["physics"]  # type: ignore[assignment]
-    capacity = float(physics["capacity_rps"])
-    slo = float(result.inputs["slo_p99_s"])  # type: ignore[arg-type]
+    # A token engine's pods saturate at a rate that depends on the mix: the default mix's is the "capacity".
+    capacity = float(physics.get("capacity_rps") or physics["saturation_rps_per_pod"])
+    bounds: dict[str, float] = result.inputs.get("slo") or {}  # type: ignore[assignment]
+    slo_text = f"P99 <= {float(result.inputs['slo_p99_s']):g} s"  # type: ignore[arg-type]
+    if physics.get("engine") == "token":
+        slo_text = ", ".join(f"{k.upper()} P99 <= {v:g} s" for k, v in bounds.items())
     runs = result.runs
     first = runs[0]
     colors = plt.get_cmap("tab10")
@@ -212,9 +216,7 @@ def write_plot(result: SimulationResult, path: Path, *, title: str | None = None
     hours_x = np.arange(bins) * 3600.0 / unit
     ax_load.plot((first.sync_t - start) / unit, first.sync_rate, color="black", linewidth=0.6)
     ax_load.set_ylabel("arrivals (req/s)")
-    ax_load.set_title(
-        title or f"HPA what-if: replicas per policy (SLO: P99 <= {slo:g} s; pod capacity {capacity:g} req/s)"
-    )
+    ax_load.set_title(title or f"HPA what-if: replicas per policy (SLO: {slo_text}; pod capacity {capacity:g} req/s)")
     if long_run:
         ax_rep.plot(
             hours_x,

@@ -43,7 +43,7 @@ from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
 from adapter.settings import Catalog
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool, SimulationError
 from adapter.sim.forecasting import BoostTracker, history_span_s, warmup_history
 from adapter.sim.latency import SLO_QUANTILE, UPPER, WaitModel, histogram_quantile, knee_rate
@@ -56,6 +56,7 @@ from adapter.sim.policies import (
     clairvoyant_reading,
     readings,
 )
+from adapter.sim.tokenfleet import TokenEngine, TokenFleet, oracle_gpu_hours_by_mix
 from adapter.sim.trace import ScaledTrace
 
 __all__ = [
@@ -108,6 +109,7 @@ class SimulationConfig:
     metric_delay_s: float = DEFAULT_METRIC_DELAY_S
     pool: GpuPool | None = None
     warm_forecast: bool = True
+    engine: TokenEngine | None = None  # None: the request-queue physics of ``fleet``; else token-level engines
 
     def __post_init__(self) -> None:
         if not self.slo_p99_s > 0:
@@ -132,7 +134,10 @@ class SimulationConfig:
 
 
 def knee(config: SimulationConfig) -> float:
-    """Per-pod requests/s at which the P99 meets the SLO in this fleet (0: not even an idle pod does)."""
+    """Per-pod requests/s at which the P99 meets the SLO in this fleet (0: not even an idle pod does); for
+    token-level engines, the largest per-pod load of the engine's mix at which every stated bound holds."""
+    if config.engine is not None:
+        return config.engine.knee()
     return knee_rate(config.wait_model(), config.slo_p99_s)
 
 
@@ -281,17 +286,22 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
     t0 = config.start_s
     t_end = end_time(trace, config)
     spec = policy.hpa
-    fleet = FluidFleet(
-        config.fleet,
-        replicas=initial_replicas(trace, config, spec.min_replicas, spec.max_replicas),
-        start=t0,
-        end=t_end,
-        slo_s=config.slo_p99_s,
-        samples=config.samples,
-        queueing=config.queueing,
-        arrival_cv2=config.arrival_cv2,
-        pool=config.pool,
-    )
+    replicas = initial_replicas(trace, config, spec.min_replicas, spec.max_replicas)
+    fleet: FluidFleet
+    if config.engine is not None:
+        fleet = TokenFleet(config.engine, config.fleet, replicas=replicas, start=t0, end=t_end, pool=config.pool)
+    else:
+        fleet = FluidFleet(
+            config.fleet,
+            replicas=replicas,
+            start=t0,
+            end=t_end,
+            slo_s=config.slo_p99_s,
+            samples=config.samples,
+            queueing=config.queueing,
+            arrival_cv2=config.arrival_cv2,
+            pool=config.pool,
+        )
     observer = Observer(
         fleet,
         latency_window_s=latency_window(catalog),
@@ -337,8 +347,25 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
         while fleet.now < until - _EPS:
             a = fleet.now
             boundary = trace_start + (math.floor((a - trace_start) / trace_step + _EPS) + 1) * trace_step
+            if isinstance(fleet, TokenFleet):
+                window_mix = trace.mix_at(a)
+                fleet.set_mix(*(window_mix or (None, None)))
             fleet.advance(min(until, boundary), trace.rate_at(a).rate)
-    return _finish(policy, config, fleet, tracker, started, series)
+    return _finish(policy, config, fleet, tracker, started, series, minute_knees(trace, config, fleet))
+
+
+def minute_knees(trace: ScaledTrace, config: SimulationConfig, fleet: FluidFleet) -> tuple[_F64, _F64] | None:
+    """Per ledger minute, the knee and the saturation of that minute's mix (token engines on a trace with token
+    columns), else None."""
+    if config.engine is None or trace.mix_at(config.start_s) is None:
+        return None
+    engine = config.engine
+    knees, saturation = np.zeros(fleet.ledger.arrivals.size), np.zeros(fleet.ledger.arrivals.size)
+    for m in range(knees.size):
+        window_mix = trace.mix_at(fleet.start + m * MINUTE_S) or (None, None)
+        knees[m] = engine.knee(*window_mix)
+        saturation[m] = engine.model(*window_mix).saturation_rps
+    return knees, saturation
 
 
 def _finish(
@@ -348,11 +375,14 @@ def _finish(
     tracker: BoostTracker | None,
     started: float,
     series: SyncSeries,
+    knees: tuple[_F64, _F64] | None = None,
 ) -> PolicyRun:
     led = fleet.ledger
     minutes = led.arrivals.size
     per_pod = knee(config)
     oracle = oracle_gpu_hours(led.arrivals / MINUTE_S, per_pod, fleet.config.gpus_per_pod) if per_pod > 0 else None
+    if knees is not None:
+        oracle = oracle_gpu_hours_by_mix(led.arrivals / MINUTE_S, knees[0], knees[1], fleet.config.gpus_per_pod)
     totals = RunTotals(
         completions=led.completions,
         over_slo=led.over_slo,
@@ -365,6 +395,9 @@ def _finish(
         gpus_per_pod=fleet.config.gpus_per_pod,
     )
     summary = summarize(totals, oracle_gpu_hours=oracle)
+    if isinstance(fleet, TokenFleet):
+        for bound, broken in fleet.bound_minutes().items():
+            summary[f"{bound}_violation_minutes"] = int(broken.sum())
     summary["runtime_s"] = time.perf_counter() - started
     forecast: dict[str, object] | None = None
     if tracker is not None:
@@ -448,7 +481,8 @@ def simulate(
         "knee_rps_per_pod": knee(config),
         "oracle_gpu_hours": runs[0].summary["oracle_gpu_hours"],
         "initial_replicas": initial_replicas(trace, config, policies[0].hpa.min_replicas, policies[0].hpa.max_replicas),
-        "physics": physics(config.fleet),
+        "physics": physics(config.fleet) if config.engine is None else config.engine.describe(),
+        "slo": {"e2e": config.slo_p99_s} if config.engine is None else config.engine.slo.stated,
         "cpu_model": {
             "request_milli": config.cpu.request_milli,
             "idle_milli": config.cpu.idle_milli,

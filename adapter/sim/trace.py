@@ -46,12 +46,19 @@ class RateTrace:
     rates: npt.NDArray[np.float64]
     suspect: npt.NDArray[np.bool_]
     start_s: float = 0.0
+    prompt_means: npt.NDArray[np.float64] | None = None  # prompt tokens per request in each window (NaN: unknown)
+    output_means: npt.NDArray[np.float64] | None = None  # output tokens per request in each window
 
     def __post_init__(self) -> None:
         if self.step_s <= 0:
             raise ValueError(f"step_s must be positive, got {self.step_s}")
         if self.rates.ndim != 1 or self.rates.shape != self.suspect.shape:
             raise ValueError("rates and suspect must be 1-D arrays of the same length")
+        for means in (self.prompt_means, self.output_means):
+            if means is not None and means.shape != self.rates.shape:
+                raise ValueError("token means must have one value per window")
+        if (self.prompt_means is None) != (self.output_means is None):
+            raise ValueError("give both prompt and output token means, or neither")
         if not np.any(self.good_mask):
             raise ValueError("the trace has no usable window (all gaps or suspect)")
 
@@ -195,6 +202,14 @@ class ScaledTrace:
         self._raw = trace.rates * self.scale
         self._status = np.where(trace.gap_mask, 1, np.where(trace.suspect, 2, 0)).astype(np.int8)
         self._filled = _hold_last_good(self._raw, trace.good_mask)
+        self._prompt: npt.NDArray[np.float64] | None = None
+        self._output: npt.NDArray[np.float64] | None = None
+        if trace.prompt_means is not None and trace.output_means is not None:
+            known = trace.good_mask & np.isfinite(trace.prompt_means) & np.isfinite(trace.output_means)
+            if not np.any(known):
+                raise ValueError("the trace's token columns have no usable window")
+            self._prompt = _hold_last_good(trace.prompt_means, known)
+            self._output = _hold_last_good(trace.output_means, known)
 
     @classmethod
     def for_fleet(cls, trace: RateTrace, *, replicas: int, capacity_rps: float, load: float = 1.0) -> ScaledTrace:
@@ -208,6 +223,26 @@ class ScaledTrace:
             raise ValueError(f"simulated time {sim_time_s} is before the trace start {self.trace.start_s}")
         offset = math.fmod(offset, self.trace.duration_s)
         return min(int(offset // self.trace.step_s), len(self._raw) - 1)
+
+    def mix_at(self, sim_time_s: float) -> tuple[float, float] | None:
+        """(prompt, output) tokens per request of the window at ``sim_time_s``; None for a trace without token
+        columns. A window without requests (or a bad one) holds the last known mix, like the rate."""
+        if self._prompt is None or self._output is None:
+            return None
+        i = self.window_at(sim_time_s)
+        return float(self._prompt[i]), float(self._output[i])
+
+    def mean_mix(self) -> tuple[float, float] | None:
+        """The trace's own mix over all its good windows (token sums / request sums), None without token columns."""
+        t = self.trace
+        if t.prompt_means is None or t.output_means is None:
+            return None
+        ok = t.good_mask & np.isfinite(t.prompt_means) & np.isfinite(t.output_means)
+        weights = t.rates[ok]
+        return (
+            float(np.sum(t.prompt_means[ok] * weights) / weights.sum()),
+            float(np.sum(t.output_means[ok] * weights) / weights.sum()),
+        )
 
     def rate_at(self, sim_time_s: float) -> RateSample:
         """The (scaled) arrival rate at ``sim_time_s``; never NaN, held values are flagged."""

@@ -80,3 +80,37 @@ def test_user_errors_are_one_line_and_exit_2(argv: list[str], needle: str, capsy
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("profile", ["llama3-8b-h100", "llama3-70b-h100-tp4"])
+def test_simulated_token_engines_calibrate_to_the_engines_own_knee(
+    profile: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adapter.sim.mix import AZURE_CONVERSATION
+    from adapter.sim.profiles import PROFILES
+    from adapter.sim.slo import parse_slo
+    from adapter.sim.tokenfleet import TokenEngine
+
+    out = tmp_path / "cal.json"
+    argv = ["calibrate", "--simulate", "--engine", "token", "--profile", profile, "--json", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["slo"] == "TTFT P99 <= 2 s, ITL P99 <= 0.1 s" and report["slo_p99_s"] is None
+    own = TokenEngine(PROFILES[profile], AZURE_CONVERSATION, parse_slo("ttft=2s,itl=100ms")).knee()
+    assert report["knee_rps_per_pod"] == pytest.approx(own, rel=0.1)
+    assert "the last load within TTFT P99 <= 2 s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["calibrate", "--simulate", "--profile", "llama3-8b-h100"], "--profile needs --engine token"),
+        (["calibrate", "--simulate", "--engine", "token", "--pod-capacity", "9"], "--pod-capacity is an --engine"),
+        (["calibrate", "--simulate", "--engine", "token", "--slo", "ttft=fast"], "bad duration"),
+        (["calibrate", "--simulate", "--engine", "token", "--mix", "chat"], "unknown request mix"),
+    ],
+)
+def test_token_engine_errors_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err

@@ -264,7 +264,8 @@ def _check_dashboard(prom: str) -> None:
 
 def test_demo_autoscale_closes_the_loop_and_plots_it(tmp_path: Path) -> None:
     plot = tmp_path / "autoscale.png"
-    demo = Demo("--autoscale", "--duration", "40", "--pods", "2", "--plot", str(plot))
+    timeline = tmp_path / "autoscale.json"
+    demo = Demo("--autoscale", "--duration", "40", "--pods", "2", "--plot", str(plot), "--json", str(timeline))
     try:
         demo.commands()
         prom = demo.urls()[1]
@@ -289,5 +290,12 @@ def test_demo_autoscale_closes_the_loop_and_plots_it(tmp_path: Path) -> None:
         assert len(replicas) >= 2, f"replicas never changed: {demo.lines}"
         assert demo.proc.wait(timeout=60) == 0
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # The timeline the plot shows, as JSON: the replica changes the status lines reported are in it.
+        samples = json.loads(timeline.read_text())["samples"]
+        assert len(samples) >= 10
+        times = [s["sim_time_s"] for s in samples]
+        assert times == sorted(times)
+        assert len({s["desired"] for s in samples}) >= 2
+        assert all(s["arrivals_rps"] > 0 and 1 <= s["ready"] for s in samples)
     finally:
         demo.kill()

@@ -1,0 +1,92 @@
+"""The token fleet's vLLM families match a real vLLM V1 server's (tests/data/samples/vllm.prom): names, types,
+label names and order, bucket bounds; and their values follow the fleet's state."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapter.sim.config import Deployment
+from adapter.sim.mix import AZURE_CONVERSATION
+from adapter.sim.profiles import LLAMA3_8B_H100
+from adapter.sim.slo import parse_slo
+from adapter.sim.tokenfleet import TokenEngine, TokenFleet
+from adapter.sim.vllm_families import render_vllm
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "vllm.prom"
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$")
+
+
+def parse(text: str) -> tuple[dict[str, str], dict[str, list[list[tuple[str, str]]]]]:
+    """(family -> TYPE, series name -> label pairs of each sample line, in order)."""
+    types: dict[str, str] = {}
+    series: dict[str, list[list[tuple[str, str]]]] = defaultdict(list)
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+        elif line and not line.startswith("#"):
+            match = _LINE.match(line)
+            if match is None:  # a series without labels (process_*): not a vLLM family
+                continue
+            pairs = re.findall(r'([a-zA-Z_]+)="([^"]*)"', match.group(2))
+            series[match.group(1)].append(pairs)
+    return types, series
+
+
+def _fleet() -> TokenFleet:
+    engine = TokenEngine(LLAMA3_8B_H100, AZURE_CONVERSATION, parse_slo("ttft=2s,itl=100ms"))
+    config = engine.fleet_config(deployment=Deployment(), load_delay_s=(90.0, 90.0), drain_timeout_s=120.0, seed=0)
+    return TokenFleet(engine, config, replicas=3, start=0.0, end=1200.0, families=True)
+
+
+def test_families_match_a_real_vllm_server() -> None:
+    fleet = _fleet()
+    fleet.advance(300.0, 3 * 8.0)
+    text = render_vllm([((), c) for c in fleet.engine_counters()[:1]], model_name="meta-llama/Llama-3.1-8B-Instruct")
+    ours_types, ours = parse(text)
+    real_types, real = parse(SAMPLE.read_text())
+    assert len(ours_types) >= 11
+    for name, kind in ours_types.items():
+        assert real_types.get(name) == kind, name
+    for name, lines in ours.items():
+        assert name in real, name
+        # The same label names in the same order, and for histograms the same bucket bounds.
+        assert [[k for k, _ in pairs] for pairs in lines] == [[k for k, _ in pairs] for pairs in real[name]], name
+        if name.endswith("_bucket"):
+            assert [dict(p)["le"] for p in lines] == [dict(p)["le"] for p in real[name]], name
+
+
+def test_values_follow_the_load_and_counters_follow_their_pods() -> None:
+    fleet = _fleet()
+    fleet.advance(300.0, 3 * 8.0)
+    first = fleet.engine_counters()
+    assert [c.success for c in first] == pytest.approx([8.0 * 300.0] * 3)
+    for c in first:
+        ttft, total = c.histograms["vllm:time_to_first_token_seconds"]
+        assert ttft[-1] == pytest.approx(c.success) and np.all(np.diff(ttft) >= -1e-9)
+        assert 0.0 < total / ttft[-1] < 2.0  # mean TTFT well under the SLO at this load
+        itl, _ = c.histograms["vllm:inter_token_latency_seconds"]
+        assert itl[-1] == pytest.approx(c.generation_tokens)
+        assert c.prompt_tokens == pytest.approx(c.success * AZURE_CONVERSATION.prompt_mean)
+        assert 0.0 < c.kv_cache_usage < 1.0 and c.running > 1.0
+    # Scale down by one: the two pods left keep their counters; a new pod starts from zero.
+    fleet.set_replicas(2, fleet.now)
+    fleet.set_replicas(3, fleet.now)
+    after = fleet.engine_counters()
+    assert [c.success for c in after[:2]] == pytest.approx([c.success for c in first[:2]])
+    assert after[2].success == 0.0
+    text = render_vllm([((("pod", "p-0"),), after[0])], model_name="m")
+    assert 'vllm:request_success_total{pod="p-0",engine="0",finished_reason="stop",model_name="m"} 2400.0' in text
+
+
+def test_a_fleet_without_families_refuses_to_make_them_up() -> None:
+    engine = TokenEngine(LLAMA3_8B_H100, AZURE_CONVERSATION, parse_slo("ttft=2s"))
+    config = engine.fleet_config(deployment=Deployment(), load_delay_s=(90.0, 90.0), drain_timeout_s=120.0, seed=0)
+    fleet = TokenFleet(engine, config, replicas=1, start=0.0, end=60.0)
+    with pytest.raises(ValueError, match="families"):
+        fleet.engine_counters()
