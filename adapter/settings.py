@@ -4,8 +4,6 @@ Every catalog error names the entry it is about (``metrics.gpu_utilization_p90.r
 editing the YAML sees at once what to fix. Nothing here does I/O except ``load_catalog`` reading its file.
 """
 
-# Over 450 lines: the whole catalog grammar (metrics, composites, forecast, store, trust) validated in one place.
-
 from __future__ import annotations
 
 import functools

@@ -11,8 +11,6 @@ With the store off (``store: false``), or for ``read()`` (explain, a given evalu
 at most one batched PromQL round-trip per catalog query (never one per pod), concurrently for a composite.
 """
 
-# Over 450 lines: the one provider seam (store path, direct read, forecast metrics) kept together on purpose.
-
 from __future__ import annotations
 
 import asyncio

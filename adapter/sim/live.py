@@ -27,7 +27,6 @@ cache (``--pod-cache-ttl``) and its forecast tick (``--forecast-tick``) are divi
 for the same simulated time as in a cluster.
 """
 
-# Over 450 lines: the closed loop, its accounting and its replay check are one experiment (printing: report.py).
 from __future__ import annotations
 
 import contextlib
