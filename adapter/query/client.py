@@ -61,7 +61,8 @@ class PromClient:
     ``timeout_s`` is a total deadline per query: waiting for a concurrency slot, connecting, sending, reading
     the whole body and parsing it (a backend that trickles bytes cannot hold a request, or the callers
     single-flighted onto it, past it). Answers over ``max_answer_bytes`` are abandoned mid-stream. Client-facing
-    error messages never carry the backend's address or its error text; both go to the log.
+    error messages never carry the backend's address or its error text; both go to the log. ``clock``
+    (monotonic seconds, a parameter for tests) times the answer cache.
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class PromClient:
         observer: QueryObserver | None = None,
         cache_ttl_s: float = 0.0,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.backend = backend
@@ -90,7 +92,7 @@ class PromClient:
         self.reachable: bool | None = None
         self.cache_ttl_s = cache_ttl_s
         # Answers (and queries in flight) shared by identical queries; 0 s keeps nothing but still shares.
-        self._answers: TtlCache[str, list[Sample]] = TtlCache(lambda _: self.cache_ttl_s, max_entries=4096)
+        self._answers: TtlCache[str, list[Sample]] = TtlCache(lambda _: self.cache_ttl_s, max_entries=4096, clock=clock)
 
     async def _fetch(self, endpoint: str, form: dict[str, str], parse: Callable[[bytes, int], T]) -> T:
         """POST ``form`` to ``endpoint`` and parse the answer, all within the deadline."""
