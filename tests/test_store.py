@@ -23,7 +23,7 @@ from adapter.aggregate import PodValue, combine, fuse
 from adapter.errors import ConfigError, NotFound, TooManyRequests
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
-from adapter.provider.base import MetricInfo, ObjectRef
+from adapter.provider.base import MetricInfo, ObjectRef, pod_ref
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.quantity import parse_quantity
 from adapter.query.client import PromClient
@@ -378,7 +378,7 @@ def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(
     info = MetricInfo("pods", "gpu_utilization_p90", True)
 
     def pod(name: str) -> ObjectRef:
-        return ObjectRef("Pod", "/v1", name, unique_ns)
+        return pod_ref(name, unique_ns)
 
     async def main() -> None:
         # No regular refresh during the test: whatever refreshes is the early one.
