@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from adapter.errors import UpstreamError
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo
 from adapter.provider.prometheus import PrometheusProvider
-from adapter.query.promql import namespace_series
+from adapter.query.promql import PromQL, namespace_series
 from adapter.settings import load_catalog
 from tests.support.fake_prometheus import FakePrometheus, Series
 
@@ -74,5 +75,29 @@ def test_concurrent_identical_requests_share_one_query_and_the_ttl_expires() -> 
             assert {q: fake.queries[q] for q in held} == dict.fromkeys(held, 2)
             assert fake.total == 8
             await pods.close()
+
+    asyncio.run(main())
+
+
+def test_a_failed_answer_is_shared_by_the_callers_in_flight_but_never_cached() -> None:
+    fake = FakePrometheus()
+    query = PromQL('sum by (namespace, pod) (vllm:num_requests_waiting{namespace="co"})')
+    fake.answer(query, series(query))
+    fake.fail(query, 503)
+
+    async def main() -> None:
+        async with fake.http_client() as http:
+            client = fake.client(http, cache_ttl_s=TTL_S, clock=lambda: 1000.0)  # the clock never moves
+            gate = fake.hold(query)
+            burst = [asyncio.ensure_future(client.query(query, 1000.0)) for _ in range(10)]
+            await gate.reached(1)
+            gate.release()
+            outcomes = await asyncio.gather(*burst, return_exceptions=True)
+            assert all(isinstance(o, UpstreamError) and o.code == 503 for o in outcomes), outcomes
+            assert fake.queries[query] == 1  # the ten shared the one failing query
+            fake.heal(query)
+            # Within the TTL, yet asked again: the failure was not kept.
+            assert [s.value for s in await client.query(query, 1000.0)] == [v for _, v in series(query)]
+            assert fake.queries[query] == 2
 
     asyncio.run(main())
