@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
+from adapter.api.groups import EXTERNAL_PREFIX, PREFIX
 from adapter.api.storage import Storage
 from adapter.auth.middleware import AuthMiddleware
 from adapter.auth.setup import Security
@@ -118,17 +119,15 @@ def create_app(
     app.state.observability = obs
     app.add_route("/apis", external_metrics.apis, methods=["GET"])  # lists both groups; before custom_metrics' own
     custom_metrics.add_routes(app)
-    app.add_route(external_metrics.PREFIX, external_metrics.group, methods=["GET"])
-    app.add_route(
-        external_metrics.PREFIX + "/{rest:path}", external_metrics.metrics_api, methods=custom_metrics.ALL_METHODS
-    )
+    app.add_route(EXTERNAL_PREFIX, external_metrics.group, methods=["GET"])
+    app.add_route(EXTERNAL_PREFIX + "/{rest:path}", external_metrics.metrics_api, methods=custom_metrics.ALL_METHODS)
     app.add_route("/livez", system.livez, methods=["GET"])
     app.add_route("/healthz", system.livez, methods=["GET"])
     app.add_route("/readyz", system.readyz, methods=["GET"])
     app.add_route("/version", system.version, methods=["GET"])
     app.add_route("/openapi/v2", system.openapi, methods=["GET"])
     app.add_route("/openapi/v3", system.openapi_v3, methods=["GET"])
-    app.add_route("/openapi/v3/apis/custom.metrics.k8s.io/{version}", system.openapi_v3_group_version, methods=["GET"])
+    app.add_route(f"/openapi/v3{PREFIX}/{{version}}", system.openapi_v3_group_version, methods=["GET"])
     observability_routes.add_routes(app)
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -13,7 +13,6 @@ backend slower than any timeout; ``close()`` stops it and deletes the directory.
 construction or import time.
 """
 
-# Over 450 lines: two servers sharing one process lifecycle (start/stop/kill/pause/resume, readiness, cleanup).
 from __future__ import annotations
 
 import json

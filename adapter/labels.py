@@ -1,8 +1,5 @@
 """Kubernetes label selectors: the string syntax of ``labels.Parse`` and the ``metav1.LabelSelector`` JSON.
 
-(Over 450 lines on purpose: one port of one upstream file, ``selector.go``, whose lexer, parser, validation
-and rendering share its error wording and belong together.)
-
 Behaviour follows kubernetes/apimachinery ``pkg/labels/selector.go`` (lexer, parser, ``NewRequirement``,
 ``Requirement.Matches``, ``String``), the label key/value rules of ``pkg/util/validation/validation.go``
 (``IsQualifiedName``, ``IsValidLabelValue``, ``IsDNS1123Subdomain``) and ``ParseToLabelSelector`` in

@@ -26,8 +26,6 @@ only for the workloads the forecast service currently keeps. Names a client asks
 know are counted under their own label only for the first ``max_unknown_names`` of them, then as "other".
 """
 
-# Over 450 lines: the self-metrics and every computed series share one registry and one render path.
-
 from __future__ import annotations
 
 import hashlib

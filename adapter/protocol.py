@@ -1,4 +1,5 @@
-"""The HTTP/1.1 connection protocol the server speaks: uvicorn's httptools protocol with limits in front.
+"""The HTTP/1.1 connection protocol the server speaks (an ``asyncio.Protocol``, not a ``typing.Protocol``):
+uvicorn's httptools protocol with limits in front.
 
 Why httptools and not h11: both are safe once bounded (h11 with ``h11_max_incomplete_event_size``), but
 httptools (llhttp, C) is what every figure in ``benchmarks/`` was measured with, and h11 served about half the

@@ -1,10 +1,9 @@
-"""Frozen settings and the metric catalog, validated once at start-up.
+"""The metric catalog's grammar (layouts, metrics, composites, the forecast, the store) and the frozen
+``Settings`` that carry it, parsed and validated once at start-up.
 
 Every catalog error names the entry it is about (``metrics.gpu_utilization_p90.reduce: ...``) so a user
 editing the YAML sees at once what to fix. Nothing here does I/O except ``load_catalog`` reading its file.
 """
-
-# Over 450 lines: the whole catalog grammar (metrics, composites, forecast, store, trust) validated in one place.
 
 from __future__ import annotations
 

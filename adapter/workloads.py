@@ -1,4 +1,5 @@
-"""Workloads and their load forecasts: refit in the background, served from memory.
+"""The forecast service (``ForecastService``): workloads and their load forecasts, refit in the background,
+served from memory.
 
 A workload is a Deployment (or the Deployments behind an HPA's pod selector), known from the requests the
 HPA makes and from the catalog, and forgotten after ``forget_after_s`` without a request. Once per new step

@@ -18,7 +18,7 @@ import pytest
 
 from adapter.devservers import BinaryNotFound
 from tests.support.backends import KINDS, TestBackend, start_backend
-from tests.support.binaries import missing, require_binary
+from tests.support.binaries import missing, refusing_binaries, require_binary
 
 # Fixtures that start or run an external binary, and the binaries behind each.
 BINARY_FIXTURES = {
@@ -42,6 +42,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("binary"):
         for name in mark.args:
             require_binary(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test that is not an integration test may not start a binary, in its fixtures (module-scoped ones
+    included) or its body: ``-m "not integration"`` starts none."""
+    if item.get_closest_marker("integration") is not None:
+        return (yield)
+    with refusing_binaries(item.nodeid):
+        return (yield)
 
 
 def _started(kind: str) -> TestBackend:

@@ -23,7 +23,7 @@ from adapter.aggregate import PodValue, combine, fuse
 from adapter.errors import ConfigError, NotFound, TooManyRequests
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
-from adapter.provider.base import MetricInfo, ObjectRef
+from adapter.provider.base import MetricInfo, ObjectRef, pod_ref
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.quantity import parse_quantity
 from adapter.query.client import PromClient
@@ -119,21 +119,23 @@ def test_a_composite_fused_at_refresh_equals_a_direct_computation(prometheus: Te
     metric = "llm_composite_load"
 
     async def main() -> None:
-        async with provider_for(backend, StoreConfig(refresh_s=0.5, max_staleness_s=30)) as provider:
+        async with provider_for(backend, StoreConfig(refresh_s=15, max_staleness_s=30)) as provider:
             assert provider.store is not None
+            now = [1000.0]
+            provider.store.monotonic = lambda: now[0]  # refreshes happen when the test says
             info = MetricInfo("pods", metric, True)
             first = by_pod(await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING))
             assert first
             names = provider._names(metric)
             keys = [(unique_ns, n, EVERYTHING) for n in names]
             before = [provider.store.peek(k) for k in keys]
-            for _ in range(100):  # every term refreshed at least once since the first poll
-                await asyncio.sleep(0.1)
-                now = [provider.store.peek(k) for k in keys]
-                if all(
-                    a is not None and b is not None and a.value is not b.value for a, b in zip(before, now, strict=True)
-                ):
-                    break
+            now[0] += 15 * 1.5  # every term is due: they refresh together
+            await next_tick(provider.store)
+            now_values = [provider.store.peek(k) for k in keys]
+            assert all(
+                a is not None and b is not None and a.value is not b.value
+                for a, b in zip(before, now_values, strict=True)
+            ), "every term refreshed once since the first poll"
             fused = provider._fused.get((unique_ns, metric, EVERYTHING))
             assert fused is not None, "no term refresh fused the composite"
             samples = await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING)
@@ -370,6 +372,16 @@ def test_keys_asked_for_together_refresh_spread_over_the_interval() -> None:
     asyncio.run(main())
 
 
+async def next_tick(store: Store[Any, Any]) -> None:
+    """One pass of the refresh loop, now (whatever the machine's speed), and the refreshes it started, done."""
+    await store._tick()
+    for _ in range(600):  # a bound against a hang only
+        if not store._running:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("a refresh never finished")
+
+
 def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(
     prometheus: TestBackend, unique_ns: str
 ) -> None:
@@ -378,7 +390,7 @@ def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(
     info = MetricInfo("pods", "gpu_utilization_p90", True)
 
     def pod(name: str) -> ObjectRef:
-        return ObjectRef("Pod", "/v1", name, unique_ns)
+        return pod_ref(name, unique_ns)
 
     async def main() -> None:
         # No regular refresh during the test: whatever refreshes is the early one.
@@ -390,14 +402,14 @@ def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(
             prometheus.load(build(unique_ns, [new], now))
             with pytest.raises(NotFound):  # not in the namespace's values yet: asks for an early refresh
                 await provider.get_metric_by_name(pod(new.name), info, EVERYTHING)
-            await asyncio.sleep(1.5)
+            await next_tick(store)
             got = await provider.get_metric_by_name(pod(new.name), info, EVERYTHING)
             assert got.value == expected(new, "gpu_utilization_p90") and store.counters.refreshes == 1
             # A pod that never has data costs one early refresh, not one per request.
             for _ in range(3):
                 with pytest.raises(NotFound):
                     await provider.get_metric_by_name(pod("web-6f7d8c9b5-nodata"), info, EVERYTHING)
-                await asyncio.sleep(1.2)
+                await next_tick(store)
             assert store.counters.refreshes == 2
             again = await provider.get_metric_by_name(pod("web-6f7d8c9b5-p0"), info, EVERYTHING)
             assert again.value == first.value

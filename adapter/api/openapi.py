@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-from adapter.api.wire import GROUP, VERSIONS
+from adapter.api.groups import GROUP, VERSIONS
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 NS_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -12,12 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from adapter.api.wire import VERSIONS, MetricValueList, resource_list
+from adapter.api.groups import GROUP, VERSIONS
+from adapter.api.wire import MetricValueList, resource_list
 from adapter.errors import BadRequest, route_not_found
 from adapter.labels import EVERYTHING, Selector, parse_selector
-from adapter.provider.base import MetricInfo, MetricsProvider, ObjectRef, metric_not_found
-
-GROUP = "custom.metrics.k8s.io"
+from adapter.provider.base import RESOURCES, MetricInfo, MetricsProvider, ObjectRef, metric_not_found
 
 # Accepted spellings → canonical group-resource (upstream normalizes through a RESTMapper).
 _RESOURCE_ALIASES = {
@@ -30,7 +29,6 @@ _RESOURCE_ALIASES = {
     "namespaces": "namespaces",
     "namespace": "namespaces",
 }
-_OBJECTS = {"pods": ("Pod", "/v1"), "deployments.apps": ("Deployment", "apps/v1"), "namespaces": ("Namespace", "/v1")}
 
 
 # Object names as Kubernetes validates them (apimachinery validation.go): a namespace is a DNS-1123 label,
@@ -110,7 +108,7 @@ class Storage:
             samples = await self.provider.get_metric_by_selector(namespace, selector, info, metric_selector)
             return MetricValueList(version, samples)
 
-        kind, api_version = _OBJECTS[canonical]
+        kind, api_version, _ = RESOURCES[canonical]
         obj = ObjectRef(kind, api_version, name, namespace)
         sample = await self.provider.get_metric_by_name(obj, info, metric_selector)
         return MetricValueList(version, [sample])

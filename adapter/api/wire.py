@@ -21,13 +21,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapter.api.groups import GROUP, VERSIONS
 from adapter.errors import AdapterError
 from adapter.labels import Selector
-from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples
+from adapter.provider.base import CORE_API_VERSION, POD_KIND, MetricInfo, MetricSample, ObjectRef, PodSamples
 from adapter.quantity import milli, quantity
-
-GROUP = "custom.metrics.k8s.io"
-VERSIONS = ("v1beta2", "v1beta1")  # preferred first
 
 
 def _go_escape(text: str) -> str:
@@ -227,12 +225,13 @@ class MetricValueList:
         window_key = "window" if v1beta1 else "windowSeconds"
         window = "" if samples.window_s is None else f',"{window_key}":{json.dumps(samples.window_s)}'
         after = f'"{window},"value":"'
-        head = f'{{"describedObject":{{"kind":"Pod","namespace":{_json_str(samples.namespace)},"name":'
+        head = f'{{"describedObject":{{"kind":{_json_str(POD_KIND)},"namespace":{_json_str(samples.namespace)},"name":'
+        api_version = _json_str(CORE_API_VERSION)
         if v1beta1:
-            mid = f',"apiVersion":"/v1"}},"metricName":{name},"timestamp":"'
+            mid = f',"apiVersion":{api_version}}},"metricName":{name},"timestamp":"'
             tail = f'","selector":{selector}}}'
         else:
-            mid = f',"apiVersion":"/v1"}},"metric":{{"name":{name},"selector":{selector}}},"timestamp":"'
+            mid = f',"apiVersion":{api_version}}},"metric":{{"name":{name},"selector":{selector}}},"timestamp":"'
             tail = '"}'
         text = samples.quantities
         first = True

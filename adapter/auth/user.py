@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
+from adapter.api.groups import GROUP, PREFIX
+
 AUTHENTICATED = "system:authenticated"
 MASTERS = "system:masters"
 
@@ -77,7 +79,6 @@ def request_attributes(user: UserInfo, method: str, path: str, query_string: byt
 
 
 EXPLAIN_PATH = "/explain"
-METRICS_GROUP = "custom.metrics.k8s.io"
 
 
 def explain_attributes(user: UserInfo, query_string: bytes) -> Attributes | None:
@@ -96,10 +97,10 @@ def explain_attributes(user: UserInfo, query_string: bytes) -> Attributes | None
     return Attributes(
         user,
         "get",
-        f"/apis/{METRICS_GROUP}/v1beta2/namespaces/{namespace}/pods/*/{metric}",
+        f"{PREFIX}/v1beta2/namespaces/{namespace}/pods/*/{metric}",
         True,
         namespace,
-        METRICS_GROUP,
+        GROUP,
         "v1beta2",
         "pods",
         metric,

@@ -22,7 +22,6 @@ CSV conventions:
   gap becomes a gap. A step finer than the data is refused.
 """
 
-# Over 450 lines: one command's CSV and Prometheus sources, resampling, time units and report.
 from __future__ import annotations
 
 import argparse

@@ -17,7 +17,6 @@ emitted in the ``exported_pod``/``exported_namespace`` layout instead, i.e. as t
 dcgm-exporter is scraped with ``honorLabels: false``, so both layouts reach the adapter at once.
 """
 
-# Over 450 lines: the exposition renderer, the runner and the server are one scrape target (pure to threaded).
 from __future__ import annotations
 
 import logging

@@ -41,13 +41,14 @@ from urllib.parse import quote
 import httpx
 import yaml
 
+from adapter.api.groups import PREFIX
 from adapter.demo.exporter import FleetRunner, HpaStatus, MetricsExporter, RunnerStatus
 from adapter.demo.timeline import Sample, Timeline
 from adapter.quantity import parse_quantity
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.trace import ScaledTrace, TraceClock, default_trace_path, format_sim_time, load_trace
 
-API_PREFIX = "/apis/custom.metrics.k8s.io/v1beta2"
+API_PREFIX = f"{PREFIX}/v1beta2"
 POD_METRICS = ("llm_composite_load", "llm_composite_load_boosted", "gpu_utilization_p90", "inference_queue_depth")
 OBJECT_METRICS = ("llm_composite_load", "llm_load_forecast", "llm_load_boost", "llm_composite_load_boosted")
 DEFAULT_SPEED = 60.0  # a simulated hour per wall minute

@@ -15,7 +15,7 @@ from adapter.explain.build import build, explain_forecast, explain_hpa, gpu_metr
 from adapter.explain.model import Explanation
 from adapter.hpa.spec import HPASpec
 from adapter.labels import EVERYTHING, Selector, parse_selector
-from adapter.provider.base import MetricInfo, MetricSample, MetricsProvider, ObjectRef
+from adapter.provider.base import MetricInfo, MetricSample, MetricsProvider, ObjectRef, pod_ref
 from adapter.provider.prometheus import MetricReading
 from adapter.query.promql import PromQL, Scope
 from adapter.samples import Sample
@@ -138,7 +138,7 @@ async def explain(
             served = {s.obj.name: s.value for s in samples}
         else:
             for pod in pods:
-                sample = await _by_name(provider, ObjectRef("Pod", "/v1", pod, namespace), "pods", metric)
+                sample = await _by_name(provider, pod_ref(pod, namespace), "pods", metric)
                 if sample is not None:
                     served[pod] = sample.value
             object_value = await _object_value(provider, namespace, deployment, metric, problems)

@@ -14,7 +14,6 @@ Deliberate simplifications, each harmless for replica counts:
   ``status.replicas`` in the per-pod Object/External paths, and then only the *reported* usage.
 """
 
-# Over 450 lines: a one-to-one port of replica_calculator.go; its metric-type branches mirror upstream's.
 from __future__ import annotations
 
 import math

@@ -16,7 +16,6 @@ Metric targets are Quantity strings in manifests; they are kept here as the ``Mi
 controller uses (horizontal.go passes ``Target.X.MilliValue()`` to the replica calculator).
 """
 
-# Over 450 lines: one object's types, upstream defaulting and validation, which read together.
 from __future__ import annotations
 
 import os

@@ -19,7 +19,6 @@ reads a key only the deserializing path sets). The API calls, configuration and 
 official client's; only the newline splitting of the stream is ours.
 """
 
-# Over 450 lines: one reflector (list, watch, relist, back-off) and the pod source built on its caches.
 from __future__ import annotations
 
 import asyncio

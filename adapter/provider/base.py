@@ -34,6 +34,23 @@ class ObjectRef:
     namespace: str | None = None
 
 
+# resource → (kind, describedObject.apiVersion, namespaced): the resources every catalog metric is served for.
+# "/v1" for core objects is what the upstream helper helpers.ReferenceFor emits (custom-metrics-apiserver
+# pkg/provider/helpers/helpers.go).
+POD_KIND = "Pod"
+CORE_API_VERSION = "/v1"
+RESOURCES: Mapping[str, tuple[str, str, bool]] = {
+    "pods": (POD_KIND, CORE_API_VERSION, True),
+    "deployments.apps": ("Deployment", "apps/v1", True),
+    "namespaces": ("Namespace", CORE_API_VERSION, False),
+}
+
+
+def pod_ref(name: str, namespace: str) -> ObjectRef:
+    """The reference of the Pod ``namespace/name``."""
+    return ObjectRef(POD_KIND, CORE_API_VERSION, name, namespace)
+
+
 @dataclass(frozen=True, slots=True)
 class MetricSample:
     """One value for one object, with the timestamp of the data it was computed from."""
@@ -83,7 +100,7 @@ class PodSamples(Sequence[MetricSample]):
             return [self[j] for j in range(*i.indices(len(self)))]
         pod = self.pods[i]
         return MetricSample(
-            ObjectRef("Pod", "/v1", pod, self.namespace),
+            pod_ref(pod, self.namespace),
             self.metric,
             self.ts[i],
             self.values[i],

@@ -11,8 +11,6 @@ With the store off (``store: false``), or for ``read()`` (explain, a given evalu
 at most one batched PromQL round-trip per catalog query (never one per pod), concurrently for a composite.
 """
 
-# Over 450 lines: the one provider seam (store path, direct read, forecast metrics) kept together on purpose.
-
 from __future__ import annotations
 
 import asyncio
@@ -36,7 +34,7 @@ from adapter.aggregate import (
 from adapter.errors import TooManyRequests, UpstreamError
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
-from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
+from adapter.provider.base import RESOURCES, MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
 from adapter.quantity import quantity
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, render, selector_matchers
@@ -46,14 +44,6 @@ from adapter.store import Store, StoreConfig
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 log = logging.getLogger(__name__)
-
-# resource → (kind, describedObject.apiVersion, namespaced). "/v1" for core objects is what the upstream
-# helper helpers.ReferenceFor emits (custom-metrics-apiserver pkg/provider/helpers/helpers.go).
-RESOURCES: dict[str, tuple[str, str, bool]] = {
-    "pods": ("Pod", "/v1", True),
-    "deployments.apps": ("Deployment", "apps/v1", True),
-    "namespaces": ("Namespace", "/v1", False),
-}
 
 
 @dataclass(frozen=True)

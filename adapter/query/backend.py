@@ -18,8 +18,6 @@ Contracts:
   not ``/select/<accountID>/prometheus``) are a ``ConfigError`` at start-up.
 """
 
-# Over 450 lines: every backend connection option (TLS, credentials, headers, flavours) and its reloading.
-
 from __future__ import annotations
 
 import argparse

@@ -97,6 +97,8 @@ class PromClient:
     - ``parse_budget_bytes``: answer bytes held (read or being parsed) at once across all queries; a query that
       would exceed it is refused rather than queued (the memory of parsed JSON is ~10x its size).
     - parsing runs off the event loop for big answers and stops at the deadline.
+
+    ``clock`` (monotonic seconds, a parameter for tests) times the answer cache.
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class PromClient:
         parse_budget_bytes: int | None = None,
         http_factory: Callable[[], httpx.AsyncClient] | None = None,
         reachability: Reachability | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.backend = backend
@@ -139,7 +142,7 @@ class PromClient:
         self.pool_replacements = 0
         self.cache_ttl_s = cache_ttl_s
         # Answers (and queries in flight) shared by identical queries; 0 s keeps nothing but still shares.
-        self._answers: TtlCache[str, list[Sample]] = TtlCache(lambda _: self.cache_ttl_s, max_entries=4096)
+        self._answers: TtlCache[str, list[Sample]] = TtlCache(lambda _: self.cache_ttl_s, max_entries=4096, clock=clock)
 
     def _spawn(self, coro: Coroutine[object, object, T]) -> asyncio.Task[T]:
         task = asyncio.get_running_loop().create_task(coro)

@@ -21,13 +21,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
+from adapter.api.groups import PREFIX, VERSIONS
 from adapter.api.storage import Storage
-from adapter.api.wire import VERSIONS, MetricValueList, api_group, api_group_list
+from adapter.api.wire import MetricValueList, api_group, api_group_list
 from adapter.errors import AdapterError, InternalError, MethodNotAllowed, route_not_found
 from adapter.routes.http import check_accept, error_response, json_response
 
 log = logging.getLogger("adapter.routes")
-PREFIX = "/apis/custom.metrics.k8s.io"
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 Endpoint = Callable[[Request], Awaitable[Response]]
 # (route, version, metric, resource): the bounded request-metric labels of a request (routes/observability.py).

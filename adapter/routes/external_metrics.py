@@ -15,6 +15,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from adapter.api.groups import EXTERNAL_GROUP as GROUP
+from adapter.api.groups import EXTERNAL_PREFIX as PREFIX
+from adapter.api.groups import EXTERNAL_VERSION as VERSION
 from adapter.api.wire import api_group as custom_api_group
 from adapter.api.wire import quantity, rfc3339
 from adapter.errors import AdapterError, BadRequest, InternalError, MethodNotAllowed, route_not_found
@@ -24,9 +27,6 @@ from adapter.provider.prometheus import PrometheusProvider
 from adapter.routes.http import check_accept, error_response, json_response
 
 log = logging.getLogger("adapter.routes")
-GROUP = "external.metrics.k8s.io"
-VERSION = "v1beta1"
-PREFIX = f"/apis/{GROUP}"
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_SELECTOR_CHARS = 16 * 1024
 

@@ -17,6 +17,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapter.api.groups import EXTERNAL_PREFIX, VERSIONS
+from adapter.api.groups import PREFIX as API_PREFIX
 from adapter.errors import AdapterError, BadRequest, ConfigError, InternalError, Unsupported
 from adapter.explain import ExplainSource, Explanation, explain, to_text
 from adapter.explain.manifest import ManifestParser
@@ -27,9 +29,6 @@ from adapter.routes.http import error_response
 
 log = logging.getLogger("adapter.routes")
 
-API_PREFIX = "/apis/custom.metrics.k8s.io"
-EXTERNAL_PREFIX = "/apis/external.metrics.k8s.io"
-VERSIONS = ("v1beta1", "v1beta2")
 # The classic text format: every Prometheus 2.x parses it.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FIXED = {

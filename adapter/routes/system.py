@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from adapter import __version__
+from adapter.api.groups import VERSIONS
 from adapter.api.openapi import discovery_document, group_version_document
-from adapter.api.wire import VERSIONS
 from adapter.errors import route_not_found
 from adapter.provider.base import MetricsProvider
 from adapter.routes.http import error_response, json_response

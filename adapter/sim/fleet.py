@@ -21,7 +21,6 @@ near 100 % whenever the pod is busy at all, as continuous batching shows on real
 ``waiting`` reads the M/G/c mean queue, so a closed loop sees the same physics as ``simulate``.
 """
 
-# Over 450 lines: one model (pods, GPUs, telemetry) whose parts share private state; the exporter reads it all.
 from __future__ import annotations
 
 import math

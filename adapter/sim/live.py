@@ -27,7 +27,6 @@ cache (``--pod-cache-ttl``) and its forecast tick (``--forecast-tick``) are divi
 for the same simulated time as in a cluster.
 """
 
-# Over 450 lines: the closed loop, its accounting and its replay check are one experiment (printing: report.py).
 from __future__ import annotations
 
 import contextlib
@@ -47,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
+from adapter.api.groups import PREFIX
 from adapter.hpa.controller import ControllerConfig, HPAModel
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
@@ -71,7 +71,7 @@ from adapter.sim.simulate import (
 )
 from adapter.sim.trace import ScaledTrace, TraceClock
 
-API = "/apis/custom.metrics.k8s.io/v1beta2"
+API = f"{PREFIX}/v1beta2"
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 

@@ -26,7 +26,6 @@ cost most: the server's ``fuse`` runs at every sync, and the forecast refits onc
 ~2 ms a fit); below capacity the latency distribution is one cached vector per arrival rate.
 """
 
-# Over 450 lines: the run loop and the result types that the offline and the live runs share.
 from __future__ import annotations
 
 import math

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from adapter.labels import EVERYTHING
-from adapter.provider.base import MetricInfo, ObjectRef
+from adapter.provider.base import MetricInfo, ObjectRef, pod_ref
 from tests.support.api_table import NS
 from tests.support.provider_double import ProviderDouble
 
@@ -95,7 +95,7 @@ async def test_single_pod(client: httpx.AsyncClient, provider: ProviderDouble, v
     assert provider.calls == [
         (
             "by_name",
-            (ObjectRef("Pod", "/v1", "llama-0", NS), MetricInfo("pods", "inference_queue_depth", True), EVERYTHING),
+            (pod_ref("llama-0", NS), MetricInfo("pods", "inference_queue_depth", True), EVERYTHING),
         )
     ]
 

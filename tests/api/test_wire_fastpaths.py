@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from adapter.api.wire import MetricValueList, go_json, metric_value_list, quantity
 from adapter.labels import EVERYTHING, Selector, parse_selector
-from adapter.provider.base import MetricSample, ObjectRef, PodSamples
+from adapter.provider.base import MetricSample, ObjectRef, PodSamples, pod_ref
 from adapter.quantity import format_quantity
 from adapter.query.client import form_encode
 
@@ -107,9 +107,7 @@ def test_column_wise_pod_lists_encode_like_their_samples(
     values = [v for _, _, v in rows]
     text = {pod: quantity(v) for pod, _, v in rows} if preformatted else None
     columns = PodSamples(namespace, metric, window, selector, pods, [ts for _, ts, _ in rows], values, text)
-    samples = [
-        MetricSample(ObjectRef("Pod", "/v1", pod, namespace), metric, ts, v, window, selector) for pod, ts, v in rows
-    ]
+    samples = [MetricSample(pod_ref(pod, namespace), metric, ts, v, window, selector) for pod, ts, v in rows]
     assert list(columns) == [
         dataclasses.replace(s, quantity=None if text is None else text[s.obj.name]) for s in samples
     ]

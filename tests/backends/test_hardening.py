@@ -138,6 +138,7 @@ def partial_prometheus() -> Iterator[TestBackend]:
         backend.close()
 
 
+@pytest.mark.binary("prometheus")  # partial_prometheus starts its own
 def test_prometheus_warnings_are_a_503_and_logged(
     partial_prometheus: TestBackend, caplog: pytest.LogCaptureFixture
 ) -> None:

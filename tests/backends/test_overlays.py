@@ -13,6 +13,8 @@ from adapter.__main__ import build_parser
 from adapter.query.backend import access_from_args, request_headers, resolve_url
 from tests.support.manifests import MANIFESTS, find, render
 
+pytestmark = pytest.mark.binary("kubectl")  # every test renders with the real kubectl kustomize
+
 NS = "llm-hpa-adapter"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from pathlib import Path
 
@@ -22,8 +21,6 @@ from adapter.demo.exporter import FleetRunner, MetricsExporter
 from adapter.devservers import scraping_prometheus
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
-
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus binary not installed")
 
 SLO_S = 0.5  # a vLLM bucket bound: the share of slow requests is read exactly from le="0.5"
 # A narrow latency spread and a batch that doubles the service time make the share of slow requests climb
@@ -67,6 +64,7 @@ def test_the_knee_is_inside_the_staircase() -> None:
     assert LEVELS[2] < knee < LEVELS[-3]  # the test below would prove nothing otherwise
 
 
+@pytest.mark.binary("prometheus")
 def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(tmp_path: Path) -> None:
     fleet = Fleet(CONFIG, replicas=2)
     rates = LEVELS * CONFIG.capacity_rps * 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -90,8 +89,7 @@ def test_promtool_blocks_are_served_by_a_real_prometheus_as_the_trace_rate() -> 
         prom.close()
 
 
+@pytest.mark.binary("promtool")
 def test_write_blocks_reports_promtool_failures(tmp_path: Path) -> None:
-    if shutil.which("promtool") is None:
-        pytest.skip("promtool not installed")
     with pytest.raises(BackfillError, match="create-blocks-from openmetrics failed"):
         write_blocks("this is not openmetrics\n", tmp_path)

@@ -87,6 +87,7 @@ def _version(*argv: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
 
 
+@pytest.mark.binary("helm", "helm3", "kubectl")  # runs each one for its version
 def test_installed_tools_are_the_pinned_versions() -> None:
     # `make tools` (which `make test` runs) installs them; the tests then use .tools/bin's ahead of PATH's.
     absent = sorted(set(tools.wanted()) - set(tools.installed()))

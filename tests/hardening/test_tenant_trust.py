@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from adapter.api.wire import quantity
-from adapter.devservers import BinaryNotFound
 from adapter.settings import load_catalog
 from tests.hardening.tenant_support import Exporter, scrape_job, scraped
 
@@ -66,7 +65,13 @@ def value(adapter: str, ns: str, pod: str, metric: str) -> httpx.Response:
     return httpx.get(f"{adapter}{BASE}/namespaces/{ns}/pods/{pod}/{metric}", timeout=30, trust_env=False)
 
 
-@pytest.mark.parametrize("kind", ["prometheus", "victoriametrics"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("prometheus", marks=pytest.mark.binary("prometheus")),
+        pytest.param("victoriametrics", marks=pytest.mark.binary("victoria-metrics")),
+    ],
+)
 def test_tenant_cannot_write_another_namespaces_metrics(kind: str, tmp_path: Path) -> None:
     with ExitStack() as stack:
         exporters = {
@@ -94,10 +99,7 @@ def test_tenant_cannot_write_another_namespaces_metrics(kind: str, tmp_path: Pat
             ),
             scrape_job("attacker", exporters["attacker"], namespace=ATTACKER_NS, pod=ATTACKER),
         ]
-        try:
-            _, adapter = stack.enter_context(scraped(kind, jobs, tmp_path))
-        except BinaryNotFound as exc:
-            pytest.skip(str(exc))
+        _, adapter = stack.enter_context(scraped(kind, jobs, tmp_path))
 
         # The backend really holds the forged series under the victim's exported_* labels.
         queue = value(adapter, VICTIM_NS, VICTIM, "inference_queue_depth")

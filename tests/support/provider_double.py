@@ -20,11 +20,12 @@ import httpx
 from fastapi import FastAPI
 
 from adapter.labels import Selector
-from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
+from adapter.provider.base import RESOURCES as SERVED
+from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found, pod_ref
 
-# The resources the real provider serves every catalog metric for, with their scope
-# (adapter/provider/prometheus.py RESOURCES): the API layer only ever sees these three.
-RESOURCES = (("pods", True), ("deployments.apps", True), ("namespaces", False))
+# The resources the real provider serves every catalog metric for, with their scope: the API layer only ever
+# sees these three.
+RESOURCES = tuple((resource, namespaced) for resource, (_, _, namespaced) in SERVED.items())
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,7 @@ class ProviderDouble:
         self.calls.append(("by_selector", (namespace, selector, info, metric_selector)))
         self._check(info)
         return [
-            self._sample(
-                ObjectRef("Pod", "/v1", p.name, namespace), info.metric, p.values[info.metric], metric_selector
-            )
+            self._sample(pod_ref(p.name, namespace), info.metric, p.values[info.metric], metric_selector)
             for p in sorted(self.pods, key=lambda p: p.name)
             if p.namespace == namespace and selector.matches(p.labels) and info.metric in p.values
         ]

@@ -1,4 +1,4 @@
-"""Row 2: memory exhaustion without credentials through oversized header blocks.
+"""Memory exhaustion without credentials through oversized header blocks.
 
 The red team sent five 250 MB header blocks at once and the adapter's RSS went from 95 MB to 1.43 GB
 before the app's 64 KiB header check ran (httptools accumulates header values as they arrive). Here five

@@ -1,4 +1,4 @@
-"""Row 7: a flood of random bearer tokens against a slow TokenReview delayed everyone's authorization.
+"""A flood of random bearer tokens against a slow TokenReview delayed everyone's authorization.
 
 TokenReview and SubjectAccessReview shared the event loop's default executor (6 threads on 2 cores): 60 random
 tokens held every thread, and a front-proxy request's SubjectAccessReview queued behind them, with the queue

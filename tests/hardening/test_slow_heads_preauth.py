@@ -1,4 +1,4 @@
-"""Row 10: slowloris. 3,000 connections dripping header bytes were held 50 s and never closed, with no cap.
+"""Slowloris. 3,000 connections dripping header bytes were held 50 s and never closed, with no cap.
 
 Against the real adapter process over TLS, with a small cap and head timeout given on the command line (the
 defaults are 1,000 connections and 32 s): connections beyond the cap are answered 503 and closed at once,

@@ -1,4 +1,4 @@
-"""Row 9: ``/explain`` ignored namespace permissions.
+"""``/explain`` ignored namespace permissions.
 
 It was authorized as the non-resource URL only, so anyone allowed ``/explain`` read every namespace's
 per-pod values. Against the real adapter process (front-proxy authentication, SubjectAccessReviews from a

@@ -1,4 +1,4 @@
-"""Row 6: a rotation that writes the certificate before its key left no usable TLS certificate.
+"""A rotation that writes the certificate before its key left no usable TLS certificate.
 
 Against the real adapter process: the new certificate lands while the old key is still in place (what a
 non-atomic secret update or a careless script does). The adapter must keep serving the last good pair
