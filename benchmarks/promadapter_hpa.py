@@ -147,9 +147,9 @@ def main() -> int:
     with recording("promadapter_hpa", args.write_results, command):
         print(f"command: {command}")
         print(
-            f"\n`{command}` ({args.backend}; the Helm chart's default rules; HPAs over {args.namespaces} namespaces, "
-            f"{args.pods} pods each, one poll per HPA per {args.period:g} s on each adapter for {args.seconds:g} s; "
-            "measured on a shared, busy 2-core machine)\n"
+            f"\n`{command}`\n({args.backend}; the Helm chart's default rules; HPAs over {args.namespaces} namespaces,"
+            f" {args.pods} pods each;\none poll per HPA per {args.period:g} s on each adapter for {args.seconds:g} s;"
+            " measured on a shared, busy 2-core machine)\n"
         )
         print(
             "| HPAs | steady polls | store p50 / p99 ms | direct p50 / p99 ms | raw query p50 / p99 ms | "
