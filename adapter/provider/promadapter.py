@@ -48,6 +48,7 @@ from adapter.tasks import BackgroundLoop
 log = logging.getLogger(__name__)
 EMPTY = Registry({}, {})
 DEFAULT_RELIST = RelistSettings()
+RETRY_S = 30.0  # how soon a failed listing is retried
 
 
 def served_value(value: float) -> float | None:
@@ -133,10 +134,14 @@ class RulesProvider:
         except Exception as exc:  # the listing failed: serve what the last good one found
             self.listing_error = str(exc) or type(exc).__name__
             log.warning("prometheus-adapter rules: series listing failed, keeping the last discovery: %s", exc)
+            # Retried sooner than a whole interval (10 min by default): a backend down at start-up must not
+            # leave the rules unserved that long.
+            self._loop.interval_s = min(self.relist.interval_s, RETRY_S)
             return
         self.registry = registry
         self.listings += 1
         self.listing_error = ""
+        self._loop.interval_s = self.relist.interval_s
 
     def stored(self, rule: Rule, resource: GroupResource) -> bool:
         """Whether requests for ``resource`` under ``rule`` are answered from the value store."""

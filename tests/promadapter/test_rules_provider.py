@@ -124,7 +124,7 @@ def test_stored_rules_query_once_per_key_direct_ones_per_request(backend: TestBa
     assert share_queries == 13  # not one aggregation by pod: direct even with the store on
 
 
-async def _relist(backend: TestBackend, namespace: str, now: float) -> tuple[list[str], list[str], str]:
+async def _relist(backend: TestBackend, namespace: str, now: float) -> tuple[list[str], list[str], str, float]:
     settings = Settings(prometheus_url=backend.url, backend=backend.kind, query_timeout_s=2)  # type: ignore[arg-type]
     async with open_backend(settings) as client:
         rules = RulesProvider(parse_config(RULES), client, None, lambda: now)
@@ -132,13 +132,15 @@ async def _relist(backend: TestBackend, namespace: str, now: float) -> tuple[lis
         first = [m.metric for m in rules.list_all_metrics()]
         backend.close()
         await rules.relist_once()
-        return first, [m.metric for m in rules.list_all_metrics()], rules.listing_error
+        retry = rules._loop.interval_s  # the next listing's delay
+        return first, [m.metric for m in rules.list_all_metrics()], rules.listing_error, retry
 
 
 def test_a_failed_relist_keeps_the_last_discovery(own_backend: TestBackend) -> None:
     now = float(int(time.time()) - 30)
     own_backend.load(series("ns", now, 2))
-    first, after, error = asyncio.run(_relist(own_backend, "ns", now))
+    first, after, error, retry = asyncio.run(_relist(own_backend, "ns", now))
     assert sorted(set(first)) == ["app_requests_per_second", "app_requests_share"]
     assert after == first
     assert error
+    assert retry == 30.0  # retried well before the 10-minute interval
