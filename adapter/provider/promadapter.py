@@ -39,7 +39,7 @@ from adapter.promadapter.discovery import RelistSettings, list_all
 from adapter.promadapter.metrics_query import groups_by_resource, render_custom, render_external, resource_label
 from adapter.promadapter.registry import CustomMetric, Registry, Source, discover, normalize_request
 from adapter.promadapter.resources import BUILTIN, GroupResource, ResourceTable
-from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, metric_not_found
+from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
 from adapter.query.client import PromClient
 from adapter.samples import Sample
 from adapter.store import Store, StoreConfig
@@ -48,6 +48,7 @@ from adapter.tasks import BackgroundLoop
 log = logging.getLogger(__name__)
 EMPTY = Registry({}, {})
 DEFAULT_RELIST = RelistSettings()
+PODS = GroupResource("", "pods")
 RETRY_S = 30.0  # how soon a failed listing is retried
 
 
@@ -221,7 +222,7 @@ class RulesProvider:
             raise metric_not_found(info, "*")
         metric, _ = found
         names: list[str] | None
-        if metric.resource == GroupResource("", "pods") and self.pods is not None:
+        if metric.resource == PODS and self.pods is not None:
             names = sorted(await self.pods.pods_for_selector(namespace, selector))
             if not names:
                 return []
@@ -233,6 +234,12 @@ class RulesProvider:
                 "has; name the object, or select pods"
             )
         answer = await self._answer(found, namespace, names, metric_selector)
+        if names is not None and metric.resource == PODS:  # the wire encoder's columnar fast path
+            hits = [n for n in names if n in answer.by_name]
+            by_name = answer.by_name
+            ts = [by_name[n][1] for n in hits]
+            values = [by_name[n][0] for n in hits]
+            return PodSamples(namespace, info.metric, None, metric_selector, hits, ts, values)
         entry = self.table.api_resource(metric.resource)
         kind, api_version = ("", "") if entry is None else (entry.kind, entry.api_version)
         wanted = sorted(answer.by_name) if names is None else [n for n in names if n in answer.by_name]

@@ -8,7 +8,6 @@ file the rules parser reads as the values gave it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from adapter.promadapter.config import parse_config
 from tests.deploy.test_chart import _normal
 from tests.support.binaries import require_binary
 from tests.support.chart import CHART, NAMESPACE, RELEASE, helm_run, template
-from tests.support.manifests import MANIFESTS, Obj, check_object, find, render
+from tests.support.manifests import MANIFESTS, Obj, check_object, find, render, with_components
 
 pytestmark = pytest.mark.binary("kubectl")
 NAME = "llm-hpa-adapter"
@@ -29,19 +28,7 @@ DATA = Path(__file__).parents[1] / "promadapter" / "data"
 
 
 def with_component(tmp_path: Path) -> list[Obj]:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(MANIFESTS, overlay)],
-                "components": [os.path.relpath(COMPONENT, overlay)],
-            }
-        )
-    )
-    return render(overlay)
+    return render(with_components(MANIFESTS, [COMPONENT], tmp_path))
 
 
 def rules_file(deployment: Obj) -> tuple[str, dict[str, Any]]:

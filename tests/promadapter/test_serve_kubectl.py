@@ -30,7 +30,7 @@ from adapter.quantity import parse_quantity
 from adapter.settings import Settings
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import Series, TestBackend
-from tests.support.binaries import require_binary
+from tests.support.kubectl_raw import kubectl_raw
 
 pytestmark = pytest.mark.binary("kubectl")
 DATA = Path(__file__).parent / "data"
@@ -39,13 +39,7 @@ PODS = ("web-6f7d8c9b5-a1", "web-6f7d8c9b5-b2", "worker-5d9c7-c3")
 
 
 def kubectl(url: str, home: Path, path: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [require_binary("kubectl"), f"--server={url}", "get", "--raw", path],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"HOME": str(home), "PATH": "/usr/bin:/bin:/usr/local/bin"},
-    )
+    return kubectl_raw(url, str(home), path)
 
 
 def get(url: str, home: Path, path: str) -> Any:
