@@ -12,7 +12,9 @@ for each HPA count of --hpas, so the backend queries per minute each adapter sen
 across HPA counts.
 
 Printed per HPA count: p50/p99 of each adapter's steady polls (the first poll of each HPA, which registers its
-key, is left out) and of the raw query, the store's p50 as a fraction of the raw one, and the queries/min.
+key, is left out) and of the raw query, the store's p50 as a fraction of the raw one and of the direct adapter's,
+the store adapter's ``/livez`` p50 (probed every 0.2 s by the same client: the HTTP round-trip floor), and the
+queries/min.
 
     python benchmarks/promadapter_hpa.py [--backend prometheus] [--hpas 50,200] [--seconds 45] [--write-results]
 """
@@ -62,7 +64,7 @@ def series(loads: dict[tuple[str, str], list[str]], now: float) -> list[Series]:
 async def measure(
     adapters: dict[str, str], backend_url: str, loads: dict[tuple[str, str], list[str]], seconds: float, period: float
 ) -> dict[str, object]:
-    times: dict[str, list[float]] = {name: [] for name in [*adapters, "raw"]}
+    times: dict[str, list[float]] = {name: [] for name in [*adapters, "raw", "livez"]}
     errors = 0
     end = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=len(loads) + 4)
@@ -101,7 +103,14 @@ async def measure(
                 first = False
                 due += period
 
-        await asyncio.gather(*(hpa(i, ns, app, pods) for i, ((ns, app), pods) in enumerate(loads.items())))
+        async def probe() -> None:
+            while time.monotonic() < end:
+                t0 = time.perf_counter()
+                await client.get(f"{adapters['store']}/livez")
+                times["livez"].append((time.perf_counter() - t0) * 1000)
+                await asyncio.sleep(0.2)
+
+        await asyncio.gather(probe(), *(hpa(i, ns, app, pods) for i, ((ns, app), pods) in enumerate(loads.items())))
         elapsed = time.monotonic() - started
         after = {n: upstream_queries((await client.get(f"{u}/metrics")).text) for n, u in adapters.items()}
     per_min = {n: (after[n] - before[n]) * 60 / elapsed for n in adapters}
@@ -153,9 +162,10 @@ def main() -> int:
         )
         print(
             "| HPAs | steady polls | store p50 / p99 ms | direct p50 / p99 ms | raw query p50 / p99 ms | "
-            "store p50 ÷ raw p50 | store backend queries/min | direct backend queries/min | errors |"
+            "store p50 ÷ raw p50 | store p50 ÷ direct p50 | store /livez p50 ms | "
+            "store backend queries/min | direct backend queries/min | errors |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n, result in rows:
             t = result["times"]
             per_min = result["per_min"]
@@ -163,7 +173,8 @@ def main() -> int:
             s, d, r = t["store"], t["direct"], t["raw"]
             print(
                 f"| {n} | {len(s)} | {pct(s, 50):.1f} / {pct(s, 99):.1f} | {pct(d, 50):.1f} / {pct(d, 99):.1f} | "
-                f"{pct(r, 50):.1f} / {pct(r, 99):.1f} | {pct(s, 50) / pct(r, 50):.2f} | {per_min['store']:.0f} | "
+                f"{pct(r, 50):.1f} / {pct(r, 99):.1f} | {pct(s, 50) / pct(r, 50):.2f} | "
+                f"{pct(s, 50) / pct(d, 50):.2f} | {pct(t['livez'], 50):.1f} | {per_min['store']:.0f} | "
                 f"{per_min['direct']:.0f} | {result['errors']} |"
             )
     return 0

@@ -151,20 +151,22 @@ class RulesProvider:
             self._stored[key] = self.store is not None and groups_by_resource(rule, resource)
         return self._stored[key]
 
-    def modes(self) -> list[tuple[str, str]]:
-        """(rule metric, "stored" or "direct") for every metric discovery found: what startup logs."""
-        out = [
-            (m.name, "stored" if self.stored(s.rule, m.resource) else "direct")
-            for m, s in sorted(self.registry.custom.items())
-        ]
-        out += [(f"external/{m}", "direct" if self.store is None else "stored") for m in sorted(self.registry.external)]
-        return out
+    def modes(self) -> list[str]:
+        """Per rule, how each resource it serves is answered (``rules[0] (...): pods stored, services direct``):
+        what start-up logs, one line per rule whatever the number of metrics."""
+        by_rule: dict[str, dict[str, str]] = {}
+        for m, source in sorted(self.registry.custom.items()):
+            mode = "stored" if self.stored(source.rule, m.resource) else "direct"
+            by_rule.setdefault(source.rule.where, {})[str(m.resource)] = mode
+        for source in self.registry.external.values():
+            by_rule.setdefault(source.rule.where, {})["external"] = "direct" if self.store is None else "stored"
+        return [f"{where}: " + ", ".join(f"{r} {m}" for r, m in modes.items()) for where, modes in by_rule.items()]
 
     async def start(self) -> None:
         """The first listing (awaited, so discovery is complete when serving starts), then the re-list loop."""
         await self.relist_once()
-        for name, mode in self.modes():
-            log.info("prometheus-adapter rules: %s served %s", name, mode)
+        for line in self.modes():
+            log.info("prometheus-adapter rules: %s", line)
         if self.store is not None:
             self.store.start()
         self._loop.start()

@@ -96,6 +96,9 @@ async def _asked(backend: TestBackend, namespace: str, now: float, metric: str, 
     async with open_backend(settings, observer=observe) as client:
         rules = RulesProvider(parse_config(RULES), client, None, lambda: now, store=StoreConfig() if store else None)
         await rules.relist_once()
+        if store:
+            modes = zip(rules.config.rules, ["stored", "direct"], strict=True)
+            assert rules.modes() == [f"{r.where}: namespaces {m}, pods {m}" for r, m in modes]
         before = sum(counts.values())
         info = MetricInfo("pods", metric, True)
         values = []
