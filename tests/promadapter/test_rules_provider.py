@@ -147,3 +147,20 @@ def test_a_failed_relist_keeps_the_last_discovery(own_backend: TestBackend) -> N
     assert after == first
     assert error
     assert retry == 30.0  # retried well before the 10-minute interval
+
+
+def test_a_label_selector_on_other_resources_is_refused_before_any_query() -> None:
+    """Only the Kubernetes API knows a Service's labels: ``services/*?labelSelector=...`` is a 400, never a query
+    (the client here is None: reaching it would fail the test)."""
+    from adapter.errors import BadRequest
+    from adapter.labels import parse_selector
+    from adapter.promadapter.registry import discover
+
+    config = parse_config((DATA / "helm-chart-default-config.yaml").read_text())
+    listed = [{"__name__": "queue_length", "namespace": "ns", "service": "web"}]
+    rules = RulesProvider(config, None, None)  # type: ignore[arg-type]
+    rules.registry = discover(config, {r.series_query: listed for r in config.rules})
+    info = MetricInfo("services", "queue_length", True)
+    assert rules.serves(info)
+    with pytest.raises(BadRequest, match="needs the objects' labels"):
+        asyncio.run(rules.get_metric_by_selector("ns", parse_selector("app=web"), info, EVERYTHING))
