@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -23,6 +24,9 @@ from adapter.auth.setup import Security
 from adapter.observability import Observability
 from adapter.pods.base import PodSource
 from adapter.provider.base import MetricsProvider
+from adapter.provider.dispatch import Dispatcher, ExternalDispatcher
+from adapter.provider.external import ExternalProvider
+from adapter.provider.promadapter import RulesProvider, RulesSetup
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.client import PromClient, open_backend
 from adapter.routes import custom_metrics, external_metrics, system
@@ -31,6 +35,8 @@ from adapter.routes.http import plain_not_found
 from adapter.routes.limits import SizeLimit
 from adapter.settings import Settings
 from adapter.workloads import ForecastService
+
+log = logging.getLogger(__name__)
 
 
 def make_pod_source(settings: Settings, client: PromClient, clock: Callable[[], float]) -> PodSource:
@@ -51,9 +57,11 @@ def create_app(
     clock: Callable[[], float] = time.time,
     transport: httpx.AsyncBaseTransport | None = None,
     security: Security | None = None,
+    prometheus_adapter: RulesSetup | None = None,
 ) -> FastAPI:
     """Build the ASGI app. With ``provider`` given, no backend client is opened (unit tests).
-    With ``security``, every request is authenticated and authorized first (adapter/auth)."""
+    With ``security``, every request is authenticated and authorized first (adapter/auth).
+    With ``prometheus_adapter``, its rules are served beside the catalog (``provider/dispatch.py``)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -80,6 +88,7 @@ def create_app(
             await pods.start()
             forecasts = None
             app.state.provider = None
+            rules: RulesProvider | None = None
             if settings.catalog.forecast is not None:
                 forecasts = ForecastService(
                     settings.catalog.forecast,
@@ -104,13 +113,32 @@ def create_app(
                 app.state.storage = Storage(prov)
                 app.state.metrics_provider = prov
                 app.state.explain_source = prov  # /explain's narrow interface (explain.ExplainSource)
+                if prometheus_adapter is not None:
+                    rules = await _serve_rules(app, prometheus_adapter, prov, client, pods)
                 yield
             finally:
+                if rules is not None:
+                    await rules.close()
                 if forecasts is not None:
                     await forecasts.close()
                 if app.state.provider is not None:
                     await app.state.provider.close()
                 await pods.close()
+
+    async def _serve_rules(
+        app: FastAPI, setup: RulesSetup, prov: PrometheusProvider, client: PromClient, pods: PodSource
+    ) -> RulesProvider:
+        store = settings.catalog.store if setup.stored else None
+        rules = RulesProvider(setup.config, client, pods, clock, relist=setup.relist, store=store)
+        await rules.start()
+        dispatcher = Dispatcher(prov, rules)
+        for name in dispatcher.clashes():
+            log.warning("prometheus-adapter rules: %s is the catalog's too; the catalog answers it", name)
+        app.state.rules_provider = rules
+        app.state.storage = Storage(dispatcher, dispatcher.resolve)
+        app.state.metrics_provider = dispatcher
+        app.state.external_provider = ExternalDispatcher(ExternalProvider(prov), rules)
+        return rules
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.settings = settings

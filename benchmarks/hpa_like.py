@@ -46,7 +46,7 @@ def pct(values: list[float], q: float) -> float:
 
 def catalog_without_store() -> str:
     text = (ROOT / "adapter" / "catalog.yaml").read_text()
-    text = re.sub(r"(?ms)^store:\n(  .*\n)+", "store: false\n", text)
+    text = re.sub(r"(?m)^store:\n(  .*\n)+", "store: false\n", text)
     path = Path(tempfile.mkdtemp()) / "catalog.yaml"
     path.write_text(text)
     return str(path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import pytest
@@ -11,22 +10,13 @@ import pytest
 from adapter.settings import Settings
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
-from tests.support.binaries import require_binary
 from tests.support.fleet_data import PodSpec, build, expected
+from tests.support.kubectl_raw import kubectl_raw
 
 pytestmark = pytest.mark.binary("kubectl")
 
 
-def kubectl(url: str, home: str, path: str) -> subprocess.CompletedProcess[str]:
-    # HOME in a temp dir keeps ~/.kube/cache untouched (test-infrastructure.md). kubectl from .tools/bin (a
-    # current one) when installed, else PATH's (tests/support/binaries.py).
-    return subprocess.run(
-        [require_binary("kubectl"), f"--server={url}", "get", "--raw", path],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"HOME": home, "PATH": "/usr/bin:/bin:/usr/local/bin"},
-    )
+kubectl = kubectl_raw
 
 
 def test_kubectl_get_raw(prometheus: TestBackend, unique_ns: str, tmp_path) -> None:

@@ -9,7 +9,7 @@ A name of ``*`` lists by ``labelSelector``; any other name answers exactly one i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from adapter.api.groups import GROUP, VERSIONS
@@ -17,6 +17,7 @@ from adapter.api.wire import MetricValueList, resource_list
 from adapter.errors import BadRequest, route_not_found
 from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.base import RESOURCES, MetricInfo, MetricsProvider, ObjectRef, metric_not_found
+from adapter.provider.promadapter import ResolvedResource
 
 # Accepted spellings → canonical group-resource (upstream normalizes through a RESTMapper).
 _RESOURCE_ALIASES = {
@@ -74,10 +75,16 @@ def _selector(params: Mapping[str, str], key: str) -> Selector:
 
 
 class Storage:
-    """Turns a parsed request path into provider calls and a MetricValueList or APIResourceList."""
+    """Turns a parsed request path into provider calls and a MetricValueList or APIResourceList.
 
-    def __init__(self, provider: MetricsProvider) -> None:
+    ``resolve`` names the resources beyond the catalog's three (Services, Jobs, a CRD's plural) that a
+    prometheus-adapter rule may serve: canonical name, kind and apiVersion of their objects, scope."""
+
+    def __init__(
+        self, provider: MetricsProvider, resolve: Callable[[str], ResolvedResource | None] | None = None
+    ) -> None:
         self.provider = provider
+        self.resolve = resolve
 
     def discovery(self, version: str) -> dict[str, Any]:
         return resource_list(f"{GROUP}/{version}", self.provider.list_all_metrics())
@@ -95,20 +102,28 @@ class Storage:
             _check_name("object", name, label=(resource in ("namespaces", "namespace")))
         metric_selector = _selector(params, "metricLabelSelector")
         canonical = _RESOURCE_ALIASES.get(resource)
+        resolved = None
+        if canonical is None and self.resolve is not None:
+            resolved = self.resolve(resource)
+            canonical = None if resolved is None else resolved.canonical
+        root = canonical == "namespaces" or (resolved is not None and resolved.root_scoped)
         info = MetricInfo(canonical or resource, metric, namespace is not None)
         # Namespaced resources must be asked for inside a namespace and root-scoped ones outside it.
-        if canonical is None or (canonical == "namespaces") == (namespace is not None):
+        if canonical is None or root == (namespace is not None):
             raise metric_not_found(MetricInfo(resource, metric, namespace is not None))
 
         if name == "*":
-            assert namespace is not None or canonical == "namespaces"
-            if canonical == "namespaces" or namespace is None:
-                raise metric_not_found(MetricInfo("namespaces", metric, False), reason="name the namespace")
+            if root or namespace is None:
+                reason = "name the namespace" if canonical == "namespaces" else "name the object"
+                raise metric_not_found(MetricInfo(canonical, metric, False), reason=reason)
             selector = _selector(params, "labelSelector")
             samples = await self.provider.get_metric_by_selector(namespace, selector, info, metric_selector)
             return MetricValueList(version, samples)
 
-        kind, api_version, _ = RESOURCES[canonical]
+        if resolved is not None:
+            kind, api_version = resolved.kind, resolved.api_version
+        else:
+            kind, api_version, _ = RESOURCES[canonical]
         obj = ObjectRef(kind, api_version, name, namespace)
         sample = await self.provider.get_metric_by_name(obj, info, metric_selector)
         return MetricValueList(version, [sample])

@@ -22,6 +22,7 @@ from adapter.promadapter.discovery import (
     MAX_AGE_FLAG,
     RELIST_INTERVAL_FLAG,
     RelistSettings,
+    flag_seconds,
 )
 from adapter.query.backend import add_backend_arguments
 
@@ -48,15 +49,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_backend_arguments(p, required_url=False)
     p.set_defaults(func=run)
-
-
-def _seconds(flag: str, text: str) -> float:
-    from adapter.settings import duration_seconds
-
-    try:
-        return duration_seconds(text, fractional=True) if text not in ("0", "0s") else 0.0
-    except ValueError as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
 
 
 def _summary(config: AdapterConfig, registry: Registry | None) -> dict[str, Any]:
@@ -93,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
     from adapter.errors import AdapterError
     from adapter.promadapter.config import parse_config
 
-    relist = RelistSettings(_seconds(RELIST_INTERVAL_FLAG, args.relist_interval), _seconds(MAX_AGE_FLAG, args.max_age))
+    relist = RelistSettings(
+        flag_seconds(RELIST_INTERVAL_FLAG, args.relist_interval), flag_seconds(MAX_AGE_FLAG, args.max_age)
+    )
     try:
         text = Path(args.file).read_text()
     except (OSError, UnicodeDecodeError) as exc:

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+from pathlib import Path
 
 from adapter.auth.setup import Security, SecurityOptions
 from adapter.auth.tls import TLSFiles
 from adapter.errors import ConfigError
+from adapter.promadapter.discovery import (
+    DEFAULT_RELIST_INTERVAL_S,
+    MAX_AGE_FLAG,
+    RELIST_INTERVAL_FLAG,
+    RelistSettings,
+    flag_seconds,
+)
 from adapter.protocol import DEFAULT_LIMITS, ServingLimits
+from adapter.provider.promadapter import RulesSetup
 from adapter.query.backend import add_backend_arguments, backend_settings
 from adapter.settings import Settings, load_catalog
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -109,6 +121,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="where pods behind a selector come from: the Kubernetes API, or kube-state-metrics "
         "series (auto: kubernetes when in a cluster or a kubeconfig exists)",
     )
+    p.add_argument(
+        "--prometheus-adapter-config",
+        default=None,
+        metavar="FILE",
+        help="prometheus-adapter's configuration file (the YAML its --config reads): its rules and externalRules "
+        "are served beside the catalog (docs/prometheus-adapter.md)",
+    )
+    p.add_argument(
+        RELIST_INTERVAL_FLAG,
+        dest="metrics_relist_interval",
+        default=f"{DEFAULT_RELIST_INTERVAL_S:g}s",
+        help="how often the rules' series are re-listed (prometheus-adapter's flag and default, 10m)",
+    )
+    p.add_argument(
+        MAX_AGE_FLAG, dest="metrics_max_age", default="0s", help="how far back a listing looks (0: the interval)"
+    )
     p.add_argument("--kubeconfig", default=None)
     p.add_argument(
         "--pod-cache-ttl",
@@ -141,6 +169,26 @@ def _pod_source(choice: str, kubeconfig: str | None) -> str:
     ):
         return "kubernetes"
     return "prometheus"
+
+
+def rules_setup(path: str | None, relist_interval: str, max_age: str) -> RulesSetup | None:
+    """The prometheus-adapter file read and checked now: ``ConfigError`` names the rule and field."""
+    relist = RelistSettings(flag_seconds(RELIST_INTERVAL_FLAG, relist_interval), flag_seconds(MAX_AGE_FLAG, max_age))
+    if path is None:
+        return None
+    from adapter.promadapter.config import parse_config
+
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--prometheus-adapter-config {path}: {exc}") from None
+    try:
+        config = parse_config(text)
+    except ConfigError as exc:
+        raise ConfigError(f"--prometheus-adapter-config {path}: {exc}") from None
+    for warning in config.warnings:
+        log.warning("--prometheus-adapter-config %s: %s", path, warning)
+    return RulesSetup(config, relist)
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -208,5 +256,14 @@ def run(args: argparse.Namespace) -> int:
         max_connections_per_address=args.max_connections_per_address,
         front_proxy_connections=args.front_proxy_connections,
     )
-    make_server(settings, host=host, port=port, security=security, log_level=args.log_level, limits=limits).run()
+    rules = rules_setup(args.prometheus_adapter_config, args.metrics_relist_interval, args.metrics_max_age)
+    make_server(
+        settings,
+        host=host,
+        port=port,
+        security=security,
+        log_level=args.log_level,
+        limits=limits,
+        prometheus_adapter=rules,
+    ).run()
     return 0

@@ -51,6 +51,16 @@ class RelistSettings:
         return self.max_age_s or self.interval_s
 
 
+def flag_seconds(flag: str, text: str) -> float:
+    """A duration flag (``10m``, ``90s``, ``0``) in seconds; ``ConfigError`` naming the flag otherwise."""
+    from adapter.settings import duration_seconds
+
+    try:
+        return duration_seconds(text, fractional=True) if text not in ("0", "0s") else 0.0
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
 def parse_series(body: bytes, status_code: int = 200, limits: ParseLimits = NO_LIMITS) -> list[SeriesLabels]:
     """The label sets of a ``/api/v1/series`` answer; ``UpstreamError`` for anything else, ``TooManySeries``
     past ``limits.max_series``."""
@@ -76,10 +86,7 @@ def parse_series(body: bytes, status_code: int = 200, limits: ParseLimits = NO_L
 
 async def list_series(client: PromClient, series_query: str, *, start: float) -> list[SeriesLabels]:
     """The series matching ``series_query`` seen since unix time ``start``."""
-    form = {"match[]": series_query, "start": f"{start:.3f}"}
-    # PromClient has no public series call yet; its _fetch is the one place that owns deadline, size cap and
-    # error translation, so it is used rather than bypassed.
-    return await client._fetch("/api/v1/series", form, parse_series)
+    return await client.series(series_query, start, parse_series)
 
 
 async def list_all(

@@ -52,20 +52,27 @@ NAMESPACES = GroupResource("", "namespaces")
 
 @dataclass(frozen=True)
 class ApiResource:
-    """One served resource as API discovery lists it: group, plural, singular, kind."""
+    """One served resource as API discovery lists it: group, plural, singular, kind, preferred version."""
 
     group: str
     plural: str
     singular: str
     kind: str
+    version: str = "v1"
+
+    @property
+    def api_version(self) -> str:
+        """``describedObject.apiVersion`` as prometheus-adapter writes it: ``group + "/" + version``, so ``/v1``
+        for the core group (``pkg/custom-provider/helpers.go`` ``ReferenceFor``)."""
+        return f"{self.group}/{self.version}"
 
 
 def _core(*entries: tuple[str, str, str]) -> list[ApiResource]:
     return [ApiResource("", p, s, k) for p, s, k in entries]
 
 
-def _group(group: str, *entries: tuple[str, str, str]) -> list[ApiResource]:
-    return [ApiResource(group, p, s, k) for p, s, k in entries]
+def _group(group: str, *entries: tuple[str, str, str], version: str = "v1") -> list[ApiResource]:
+    return [ApiResource(group, p, s, k, version) for p, s, k in entries]
 
 
 # Kubernetes v1.32's built-in resources that carry metrics in practice, in the order API discovery lists their
@@ -96,7 +103,9 @@ _BUILTIN = [
         ("controllerrevisions", "controllerrevision", "ControllerRevision"),
     ),
     *_group("batch", ("jobs", "job", "Job"), ("cronjobs", "cronjob", "CronJob")),
-    *_group("autoscaling", ("horizontalpodautoscalers", "horizontalpodautoscaler", "HorizontalPodAutoscaler")),
+    *_group(
+        "autoscaling", ("horizontalpodautoscalers", "horizontalpodautoscaler", "HorizontalPodAutoscaler"), version="v2"
+    ),
     *_group(
         "networking.k8s.io",
         ("ingresses", "ingress", "Ingress"),
@@ -144,6 +153,10 @@ class ResourceTable:
         """The kind a ``describedObject`` names (``Pod``, ``Deployment``), None for an unknown resource."""
         entry = self.resolve(gr.group, gr.resource)
         return None if entry is None else entry.kind
+
+    def api_resource(self, gr: GroupResource) -> ApiResource | None:
+        """The entry of a normalized group-resource (its kind and ``describedObject.apiVersion``), or None."""
+        return self.resolve(gr.group, gr.resource)
 
 
 BUILTIN = ResourceTable(tuple(_BUILTIN))

@@ -371,6 +371,11 @@ class PromClient:
         form = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         return await self._fetch("/api/v1/query_range", form, parse_matrix)
 
+    async def series(self, match: str, start: float, parse: Parser[T]) -> T:
+        """``/api/v1/series`` for one ``match[]`` selector since unix time ``start`` (no end: up to now), read
+        by ``parse`` (body, HTTP status, limits); the same deadline, bounds and error translation as a query."""
+        return await self._fetch("/api/v1/series", {"match[]": match, "start": f"{start:.3f}"}, parse)
+
 
 @contextlib.asynccontextmanager
 async def open_backend(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -72,10 +72,18 @@ def resource_list(metrics: list[str]) -> dict[str, Any]:
     }
 
 
-def _provider(request: Request) -> ExternalProvider | None:
+class ExternalMetrics(Protocol):
+    """What the routes read: ``ExternalProvider``, or ``ExternalDispatcher`` with prometheus-adapter's rules."""
+
+    def list_all_metrics(self) -> list[str]: ...
+
+    async def get(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]: ...
+
+
+def _provider(request: Request) -> ExternalMetrics | None:
     existing = getattr(request.app.state, "external_provider", None)
-    if isinstance(existing, ExternalProvider):
-        return existing
+    if existing is not None:
+        return existing  # type: ignore[no-any-return]
     prov = getattr(request.app.state, "provider", None)
     if not isinstance(prov, PrometheusProvider):
         return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import base64
 import copy
-import os
 import re
 import tarfile
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from tests.support.manifests import (
     render,
     rules_allow,
     selector_matches,
+    with_components,
 )
 
 pytestmark = pytest.mark.binary("helm", "helm3")
@@ -521,18 +521,7 @@ _COMPONENTS = {
 def test_backend_values_render_the_deployment_of_the_component(
     component: str, tmp_path: Path, kubectl_path: str
 ) -> None:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(MANIFESTS, overlay)],
-                "components": [os.path.relpath(MANIFESTS / "backends" / component, overlay)],
-            }
-        )
-    )
+    overlay = with_components(MANIFESTS, [MANIFESTS / "backends" / component], tmp_path)
     base = find(render(overlay), "Deployment", NAME, NAMESPACE)
     chart = find(template(require_binary("helm"), _COMPONENTS[component], tmp_path), "Deployment", NAME, NAMESPACE)
     assert _normal(chart)["spec"] == _normal(base)["spec"]

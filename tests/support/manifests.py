@@ -3,9 +3,10 @@ Kubernetes schemas (``kubernetes-validate``, offline), look objects up."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,20 @@ def check_object(obj: Obj) -> str:
     assert _DNS1123_SUBDOMAIN.fullmatch(meta.get("namespace", "")), "custom resources here are namespaced"
     assert isinstance(obj.get("spec"), dict) and obj["spec"]
     return "structure"
+
+
+def with_components(base: Path, components: Sequence[Path], tmp: Path) -> Path:
+    """An overlay directory in ``tmp`` of ``base`` with the kustomize Components ``components``."""
+    overlay = tmp / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(base, overlay)],
+                "components": [os.path.relpath(c, overlay) for c in components],
+            }
+        )
+    )
+    return overlay

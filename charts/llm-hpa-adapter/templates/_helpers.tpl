@@ -93,3 +93,12 @@ upgrade; `helm template` has no cluster to ask), and the extra peers. A JSON lis
 {{- define "llm-hpa-adapter.caBundlePlaceholder" -}}
 {{- "PLACEHOLDER, not a certificate: set tls.caBundle or certManager.enabled (docs/deploy.md, TLS)\n" | b64enc -}}
 {{- end -}}
+
+{{/* prometheus-adapter's configuration file from the inline values (prometheusAdapterConfig.rules/externalRules). */}}
+{{- define "llm-hpa-adapter.prometheusAdapterConfig" -}}
+{{- $pa := .Values.prometheusAdapterConfig -}}
+{{- $doc := dict -}}
+{{- with $pa.rules }}{{ $_ := set $doc "rules" . }}{{ end -}}
+{{- with $pa.externalRules }}{{ $_ := set $doc "externalRules" . }}{{ end -}}
+{{- toYaml $doc -}}
+{{- end }}

@@ -1,0 +1,184 @@
+"""prometheus-adapter's rules served two ways, side by side in one run: the value store vs a query per request.
+
+The Helm chart's default rules (``tests/promadapter/data/helm-chart-default-config.yaml``, unchanged) are
+served by two adapter processes over one backend: one with the store on (the default), one with ``store:
+false`` (direct mode: one backend query per request, as prometheus-adapter). Each simulated HPA polls
+``…/namespaces/<ns>/pods/*/http_requests?labelSelector=app=<its app>`` every --period seconds (15 s: the HPA
+controller's default sync period) on both adapters, then sends the backend the raw query prometheus-adapter
+renders for that poll (``sum(rate(http_requests_total{namespace="<ns>",pod=~"<its pods>"}[5m])) by (pod)``);
+phases are spread over the period. The HPAs are spread over --namespaces namespaces, and the run is repeated
+for each HPA count of --hpas, so the backend queries per minute each adapter sent
+(``llm_hpa_adapter_upstream_queries_total``: rule queries, pod-source queries and discovery) can be compared
+across HPA counts.
+
+Printed per HPA count: p50/p99 of each adapter's steady polls (the first poll of each HPA, which registers its
+key, is left out) and of the raw query, the store's p50 as a fraction of the raw one and of the direct adapter's,
+the store adapter's ``/livez`` p50 (probed every 0.2 s by the same client: the HTTP round-trip floor), and the
+queries/min.
+
+    python benchmarks/promadapter_hpa.py [--backend prometheus] [--hpas 50,200] [--seconds 45] [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from adapter.devservers import AdapterProcess  # noqa: E402
+from adapter.query.promql import any_of, quote  # noqa: E402
+from benchmarks.hpa_like import catalog_without_store, pct, upstream_queries  # noqa: E402
+from benchmarks.results_page import recording  # noqa: E402
+from tests.support.backends import Series, start_backend  # noqa: E402
+
+RULES = ROOT / "tests" / "promadapter" / "data" / "helm-chart-default-config.yaml"
+
+
+def workloads(hpas: int, pods: int, namespaces: int) -> dict[tuple[str, str], list[str]]:
+    """(namespace, app) -> its pods, for ``hpas`` HPAs over ``namespaces`` namespaces."""
+    return {(f"team{h % namespaces}", f"w{h}"): [f"w{h}-6b7c8d9f5-{i:03d}" for i in range(pods)] for h in range(hpas)}
+
+
+def series(loads: dict[tuple[str, str], list[str]], now: float) -> list[Series]:
+    ts = [now - 600 + 15 * i for i in range(41)]
+    out = []
+    for (ns, app), pods in loads.items():
+        for i, pod in enumerate(pods):
+            rate = 1.0 + i % 7
+            where = {"namespace": ns, "pod": pod}
+            out.append(Series({"__name__": "http_requests_total", **where}, [(t, rate * (t - ts[0])) for t in ts]))
+            labels = {"__name__": "kube_pod_labels", **where, "job": "kube-state-metrics", "label_app": app}
+            out.append(Series(labels, [(t, 1.0) for t in ts]))
+    return out
+
+
+async def measure(
+    adapters: dict[str, str], backend_url: str, loads: dict[tuple[str, str], list[str]], seconds: float, period: float
+) -> dict[str, object]:
+    times: dict[str, list[float]] = {name: [] for name in [*adapters, "raw", "livez"]}
+    errors = 0
+    end = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=len(loads) + 4)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        before = {n: upstream_queries((await client.get(f"{u}/metrics")).text) for n, u in adapters.items()}
+        started = time.monotonic()
+
+        async def hpa(i: int, ns: str, app: str, pods: list[str]) -> None:
+            nonlocal errors
+            path = (
+                f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}/pods/%2A/http_requests?labelSelector=app%3D{app}"
+            )
+            raw = f"sum(rate(http_requests_total{{namespace={quote(ns)},pod=~{quote(any_of(pods))}}}[5m])) by (pod)"
+            due = started + i * period / len(loads)
+            first = True
+            while True:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                if time.monotonic() >= end:
+                    return
+                took: dict[str, float] = {}
+                ok = True
+                for name, url in adapters.items():
+                    t0 = time.perf_counter()
+                    r = await client.get(url + path)
+                    took[name] = (time.perf_counter() - t0) * 1000
+                    ok = ok and r.status_code == 200 and len(r.json()["items"]) == len(pods)
+                t0 = time.perf_counter()
+                rr = await client.post(f"{backend_url}/api/v1/query", data={"query": raw, "time": f"{time.time():.3f}"})
+                took["raw"] = (time.perf_counter() - t0) * 1000
+                ok = ok and rr.status_code == 200 and len(rr.json()["data"]["result"]) == len(pods)
+                if not ok:
+                    errors += 1
+                elif not first:
+                    for name, ms in took.items():
+                        times[name].append(ms)
+                first = False
+                due += period
+
+        async def probe() -> None:
+            while time.monotonic() < end:
+                t0 = time.perf_counter()
+                await client.get(f"{adapters['store']}/livez")
+                times["livez"].append((time.perf_counter() - t0) * 1000)
+                await asyncio.sleep(0.2)
+
+        await asyncio.gather(probe(), *(hpa(i, ns, app, pods) for i, ((ns, app), pods) in enumerate(loads.items())))
+        elapsed = time.monotonic() - started
+        after = {n: upstream_queries((await client.get(f"{u}/metrics")).text) for n, u in adapters.items()}
+    per_min = {n: (after[n] - before[n]) * 60 / elapsed for n in adapters}
+    return {"times": times, "errors": errors, "per_min": per_min}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
+    ap.add_argument("--hpas", default="50,200", help="HPA counts, one run each (comma-separated)")
+    ap.add_argument("--pods", type=int, default=10, help="pods per HPA's workload")
+    ap.add_argument("--namespaces", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=45)
+    ap.add_argument("--period", type=float, default=15.0)
+    ap.add_argument("--write-results", action="store_true", help="write the table into docs/results.md")
+    args = ap.parse_args()
+    counts = [int(x) for x in args.hpas.split(",")]
+    command = "python benchmarks/promadapter_hpa.py " + shlex.join(sys.argv[1:])
+
+    backend = start_backend(args.backend)
+    largest = workloads(max(counts), args.pods, args.namespaces)
+    backend.load(series(largest, time.time()))
+    rules = ["--backend", args.backend, "--prometheus-adapter-config", str(RULES), "--pod-source", "prometheus"]
+    stored = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")), extra_args=rules)
+    direct = AdapterProcess(
+        backend.url,
+        Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")),
+        extra_args=[*rules, "--config", catalog_without_store()],
+    )
+    rows = []
+    try:
+        stored.start()
+        direct.start()
+        adapters = {"store": stored.url, "direct": direct.url}
+        for n in counts:
+            loads = dict(list(largest.items())[:n])
+            rows.append((n, asyncio.run(measure(adapters, backend.url, loads, args.seconds, args.period))))
+    finally:
+        stored.stop()
+        direct.stop()
+        backend.close()
+
+    with recording("promadapter_hpa", args.write_results, command):
+        print(f"command: {command}")
+        print(
+            f"\n`{command}`\n({args.backend}; the Helm chart's default rules; HPAs over {args.namespaces} namespaces,"
+            f" {args.pods} pods each;\none poll per HPA per {args.period:g} s on each adapter for {args.seconds:g} s;"
+            " measured on a shared, busy 2-core machine)\n"
+        )
+        print(
+            "| HPAs | steady polls | store p50 / p99 ms | direct p50 / p99 ms | raw query p50 / p99 ms | "
+            "store p50 ÷ raw p50 | store p50 ÷ direct p50 | store /livez p50 ms | "
+            "store backend queries/min | direct backend queries/min | errors |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, result in rows:
+            t = result["times"]
+            per_min = result["per_min"]
+            assert isinstance(t, dict) and isinstance(per_min, dict)
+            s, d, r = t["store"], t["direct"], t["raw"]
+            print(
+                f"| {n} | {len(s)} | {pct(s, 50):.1f} / {pct(s, 99):.1f} | {pct(d, 50):.1f} / {pct(d, 99):.1f} | "
+                f"{pct(r, 50):.1f} / {pct(r, 99):.1f} | {pct(s, 50) / pct(r, 50):.2f} | "
+                f"{pct(s, 50) / pct(d, 50):.2f} | {pct(t['livez'], 50):.1f} | {per_min['store']:.0f} | "
+                f"{per_min['direct']:.0f} | {result['errors']} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
