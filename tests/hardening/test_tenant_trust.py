@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from adapter.api.wire import quantity
-from adapter.devservers import BinaryNotFound
+from adapter.demo.servers import BinaryNotFound
 from adapter.settings import load_catalog
 from tests.hardening.tenant_support import Exporter, scrape_job, scraped
 

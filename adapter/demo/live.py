@@ -27,7 +27,7 @@ cache (``--pod-cache-ttl``) and its forecast tick (``--forecast-tick``) are divi
 for the same simulated time as in a cluster.
 """
 
-# Over 450 lines: the closed loop, its accounting and its replay check are one experiment (printing: report.py).
+# Over 450 lines: the closed loop, its accounting and its replay check are one experiment (printing: live_report.py).
 from __future__ import annotations
 
 import contextlib
@@ -389,7 +389,7 @@ def _server_stack(
 ) -> Iterator[tuple[Any, str]]:
     """Exporter + Prometheus + adapter around ``fleet``; yields (runner, adapter URL). Stops all on exit."""
     from adapter.demo.exporter import FleetRunner, MetricsExporter
-    from adapter.devservers import AdapterProcess, DevServerError, scraping_prometheus
+    from adapter.demo.servers import AdapterProcess, DevServerError, scraping_prometheus
 
     say = options.log or (lambda _text: None)
     with contextlib.ExitStack() as stack:
