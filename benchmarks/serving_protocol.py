@@ -35,7 +35,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.devservers import free_port  # noqa: E402
+from adapter.demo.servers import free_port  # noqa: E402
 
 CHILD = """
 import sys, uvicorn

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapter.devservers import BinaryNotFound
+from adapter.demo.servers import BinaryNotFound
 from tests.support.backends import KINDS, TestBackend, start_backend
 from tests.support.binaries import missing, refusing_binaries, require_binary
 

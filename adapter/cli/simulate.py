@@ -4,7 +4,7 @@ Offline (default): every policy on the same trace and the same fleet physics, ea
 of simulated time; prints a table and writes the figures as JSON (and a PNG with ``--plot``). With
 ``--live``: one policy in a closed loop against the real server (simulated fleet -> /metrics -> a local
 Prometheus -> ``python -m adapter serve`` -> the HPA model over HTTP -> replicas back to the fleet), on a
-compressed timescale, followed by an offline replay of what the HPA read (see ``adapter.sim.live``).
+compressed timescale, followed by an offline replay of what the HPA read (see ``adapter.demo.live``).
 
 The trace: the shared ServeGen CSVs are read as they are (``--trace FILE``); any other CSV needs
 ``--value-col`` and ``--time-col`` (the same conventions as ``backtest``: seconds or ISO-8601 times,
@@ -409,7 +409,7 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
     if args.live:
         if engine is not None:
             raise ValueError("--live runs the request-queue fleet: drop --engine token")
-        from adapter.sim.live import LiveOptions
+        from adapter.demo.live import LiveOptions
 
         if len(policies) != 1:
             raise ValueError("--live runs exactly one policy: pass one --policy")
@@ -463,9 +463,9 @@ def _run_live(
     import json
     from dataclasses import replace
 
-    from adapter.devservers import DevServerError
-    from adapter.sim.live import compare, live_document, offline_twin, run_live
-    from adapter.sim.report import live_lines, write_live_plot
+    from adapter.demo.live import compare, live_document, offline_twin, run_live
+    from adapter.demo.live_report import live_lines, write_live_plot
+    from adapter.demo.servers import DevServerError
     from adapter.sim.simulate import physics
 
     def say(text: str) -> None:

@@ -9,13 +9,13 @@ Everything runs on 127.0.0.1 and is torn down on exit (Ctrl-C, SIGTERM, ``--dura
    boost and the boosted composite answer from the first minute instead of after 10 hours;
 4. ``python -m adapter serve`` against that Prometheus, pods from kube-state-metrics series, with the demo's
    Deployment listed under ``forecast.workloads`` so it is forecast before anyone asks;
-5. with ``autoscale``, the HPA model (``adapter.sim.live.Autoscaler``: the design's HPA, reading
+5. with ``autoscale``, the HPA model (``adapter.demo.live.Autoscaler``: the design's HPA, reading
    ``llm_composite_load_boosted`` over HTTP as the controller does) resizes the fleet.
 
 Time: like ``simulate --live``, everything runs on one compressed clock, ``speed`` simulated seconds per wall
 second (default 60: an hour a minute) -- the trace, the fleet's physics (model loading, queues), the HPA's
 15 s syncs and stabilization windows, and the adapter's own windows (the catalog's PromQL windows, forecast
-step, caches; ``adapter.sim.live.scaled_catalog``). A compressed clock shows the whole product in a minute,
+step, caches; ``adapter.demo.live.scaled_catalog``). A compressed clock shows the whole product in a minute,
 but the adapter then reads request rates per *wall* second: ``llm_load_forecast`` is ``speed`` times the
 simulated req/s the status line prints (the status line and the PNG divide it back).
 
@@ -165,7 +165,7 @@ def first_start_s(start_hour: float, history_s: float) -> float:
 def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
     """The embedded catalog on the demo's clock (``scaled_catalog``), forecasting the demo's Deployment from
     the start (``forecast.workloads``) rather than from the first request."""
-    from adapter.sim.live import scaled_catalog
+    from adapter.demo.live import scaled_catalog
 
     out = scaled_catalog(doc, options.speed, options.scrape_interval_s)
     forecast = out.get("forecast")
@@ -257,9 +257,9 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
     PNG is written after a clean stop (duration or Ctrl-C) and its path printed.
     """
     from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
-    from adapter.devservers import AdapterProcess, DevServerError, free_port, scraping_prometheus
+    from adapter.demo.live import catalog_document
+    from adapter.demo.servers import AdapterProcess, DevServerError, free_port, scraping_prometheus
     from adapter.settings import parse_catalog
-    from adapter.sim.live import catalog_document
     from adapter.sim.simulate import SimulationError
 
     def say(text: str = "") -> None:
@@ -373,7 +373,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             client = stack.enter_context(httpx.Client(base_url=server, timeout=5.0, trust_env=False))
             autoscaler = None
             if options.autoscale:
-                from adapter.sim.live import Autoscaler
+                from adapter.demo.live import Autoscaler
                 from adapter.sim.policies import design_hpa
 
                 spec = design_hpa(

@@ -41,12 +41,12 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
-from adapter.api.wire import milli
 from adapter.errors import ConfigError
 from adapter.forecast.registry import AUTO, MODELS
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo, is_ignored
 from adapter.hpa.spec import HPASpec, MetricSpec, MetricTarget, hpa_from_dict
+from adapter.quantity import milli
 from adapter.settings import Catalog, CompositeDef, ForecastDef, duration_seconds
 
 POLICY_NAMES: tuple[str, ...] = ("cpu", "gpu", "queue", "composite", "boosted")

@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from adapter.devservers import free_port
+from adapter.demo.servers import free_port
 from adapter.settings import Settings, load_catalog
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend

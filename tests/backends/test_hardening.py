@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 
-from adapter.devservers import LOOPBACK, PrometheusProcess, free_port
+from adapter.demo.servers import LOOPBACK, PrometheusProcess, free_port
 from adapter.quantity import parse_quantity
 from adapter.query.backend import BackendAccess
 from adapter.query.results import PartialAnswer, loads, parse_vector

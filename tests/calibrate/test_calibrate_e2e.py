@@ -18,7 +18,7 @@ import pytest
 
 from adapter.__main__ import main
 from adapter.demo.exporter import FleetRunner, MetricsExporter
-from adapter.devservers import scraping_prometheus
+from adapter.demo.servers import scraping_prometheus
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
-from adapter.devservers import PrometheusProcess
+from adapter.demo.live import catalog_document
+from adapter.demo.servers import PrometheusProcess
 from adapter.settings import parse_catalog
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.forecasting import history_points
-from adapter.sim.live import catalog_document
 from adapter.sim.trace import RateTrace, ScaledTrace
 
 DEP = Deployment(name="llama-3-8b", namespace="llm-demo")

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
+from adapter.demo.live import catalog_document
 from adapter.quantity import parse_quantity
 from adapter.settings import parse_catalog
-from adapter.sim.live import catalog_document
 
 pytestmark = pytest.mark.binary("prometheus", "promtool")
 

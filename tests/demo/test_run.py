@@ -10,6 +10,7 @@ import pytest
 
 from adapter.__main__ import build_parser
 from adapter.demo.exporter import RunnerStatus
+from adapter.demo.live import catalog_document
 from adapter.demo.run import (
     AdapterView,
     DemoOptions,
@@ -22,7 +23,6 @@ from adapter.demo.run import (
 )
 from adapter.demo.timeline import Sample, Timeline
 from adapter.settings import parse_catalog
-from adapter.sim.live import catalog_document
 from adapter.sim.simulate import SimulationError
 from adapter.sim.trace import RateSample, RateStatus
 

@@ -18,6 +18,7 @@ from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fleet_data import PodSpec, build, expected
+from tests.support.procs import pause, resume
 
 NS = "faults"
 PODS = [
@@ -90,7 +91,7 @@ def test_killed_mid_request(own_backend: TestBackend) -> None:
     now = loaded(own_backend)
     with adapter(own_backend.url, own_backend.kind, now, timeout=20) as url:
         assert_real_values(get(url + PATH))
-        own_backend.process.pause()  # the request below reaches a frozen backend ...
+        pause(own_backend.process)  # the request below reaches a frozen backend ...
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             pending = pool.submit(get, url + PATH)
             time.sleep(1.0)
@@ -107,11 +108,11 @@ def test_slow_beyond_the_timeout(own_backend: TestBackend) -> None:
     now = loaded(own_backend)
     with adapter(own_backend.url, own_backend.kind, now, timeout=1.0) as url:
         assert_real_values(get(url + PATH))
-        own_backend.process.pause()
+        pause(own_backend.process)
         try:
             assert_503(get(url + PATH), "did not answer")
         finally:
-            own_backend.process.resume()
+            resume(own_backend.process)
         deadline = time.monotonic() + 30
         while (r := get(url + PATH)).status_code != 200 and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from adapter.certs import make_ca, make_client_cert, make_serving_cert
-from adapter.devservers import free_port, serve_command
+from adapter.demo.servers import free_port, serve_command
 from tests.support.fake_kube import FakeHandler, FakeKube, FakeRequest
 
 REPO = Path(__file__).resolve().parents[2]

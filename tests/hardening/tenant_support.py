@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from adapter.devservers import AdapterProcess, PrometheusProcess, VictoriaMetricsProcess
+from adapter.demo.servers import AdapterProcess, PrometheusProcess, VictoriaMetricsProcess
 
 
 class Exporter:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapter.devservers import free_port, serve_command
+from adapter.demo.servers import free_port, serve_command
 from tests.hardening.test_upstream_pool_recovers import fleet
 from tests.support.backends import TestBackend
 

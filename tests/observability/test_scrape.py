@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from adapter.devservers import PrometheusProcess, free_port
+from adapter.demo.servers import PrometheusProcess, free_port
 from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend

@@ -13,11 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adapter.hpa.proposals import MetricReading
-from adapter.hpa.spec import HPASpec, load_hpa
-from adapter.settings import duration_seconds, parse_catalog
-from adapter.sim.fleet import Fleet, PodPhase
-from adapter.sim.live import (
+from adapter.demo.live import (
     LiveOptions,
     _count_at_most,
     catalog_document,
@@ -27,6 +23,10 @@ from adapter.sim.live import (
     run_live,
     scaled_catalog,
 )
+from adapter.hpa.proposals import MetricReading
+from adapter.hpa.spec import HPASpec, load_hpa
+from adapter.settings import duration_seconds, parse_catalog
+from adapter.sim.fleet import Fleet, PodPhase
 from adapter.sim.policies import build_policy
 from adapter.sim.simulate import SimulationConfig, SimulationError, SyncRecord, run_policy
 from adapter.sim.trace import ScaledTrace, synthetic_trace

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from adapter.auth.setup import Security
-from adapter.devservers import free_port
+from adapter.demo.servers import free_port
 from adapter.server import make_server
 from adapter.settings import Settings
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from adapter.devservers import PrometheusProcess, VictoriaMetricsProcess
+from adapter.demo.servers import PrometheusProcess, VictoriaMetricsProcess
 from tests.support.remote_write import REMOTE_WRITE_HEADERS, write_request_body
 
 KINDS = ("prometheus", "victoriametrics")
@@ -189,7 +189,7 @@ class TestBackend:
 
 
 def start_backend(kind: str) -> TestBackend:
-    """Start a fresh server of ``kind`` and wrap it. Raises ``adapter.devservers.BinaryNotFound``."""
+    """Start a fresh server of ``kind`` and wrap it. Raises ``adapter.demo.servers.BinaryNotFound``."""
     process: PrometheusProcess | VictoriaMetricsProcess = (
         PrometheusProcess() if kind == "prometheus" else VictoriaMetricsProcess()
     )

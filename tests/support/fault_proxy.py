@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
-from adapter.devservers import free_port
+from adapter.demo.servers import free_port
 
 MODES = ("pass", "http500", "http503", "garbage", "truncated", "wrong_shape", "bad_data", "bad_gzip")
 # What a backend's own error text might carry that a client must never see (the bad_data answer's text).

@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 
 from adapter import certs
-from adapter.devservers import LOOPBACK, BinaryNotFound, DevServerError, free_port
+from adapter.demo.servers import LOOPBACK, BinaryNotFound, DevServerError, free_port
 from tests.support.procs import children
 
 TENANT = "team-a"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
+
+from adapter.demo.servers import PrometheusProcess, VictoriaMetricsProcess
 
 
 def children(pid: int) -> list[int]:
@@ -16,3 +20,23 @@ def children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             out.append(int(stat.parent.name))
     return out
+
+
+def _running_pid(server: PrometheusProcess | VictoriaMetricsProcess) -> int:
+    pid = server.pid
+    if pid is None:
+        raise RuntimeError(f"{server!r} is not running")
+    return pid
+
+
+def pause(server: PrometheusProcess | VictoriaMetricsProcess) -> None:
+    """SIGSTOP the server: its port stays open but nothing answers (a backend slower than any timeout).
+
+    ``server.stop()`` sends SIGCONT after its SIGTERM, so a paused server still stops cleanly.
+    """
+    os.kill(_running_pid(server), signal.SIGSTOP)
+
+
+def resume(server: PrometheusProcess | VictoriaMetricsProcess) -> None:
+    """SIGCONT the server: undo ``pause``."""
+    os.kill(_running_pid(server), signal.SIGCONT)

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
-from adapter.devservers import free_port
+from adapter.demo.servers import free_port
 
 MODES = ("pass", "trickle", "huge", "vm_partial")
 

@@ -17,8 +17,8 @@ import httpx
 import numpy as np
 import pytest
 
-from adapter import devservers
-from adapter.devservers import (
+from adapter.demo import servers
+from adapter.demo.servers import (
     BinaryNotFound,
     DevServerError,
     PrometheusProcess,
@@ -26,6 +26,7 @@ from adapter.devservers import (
     free_port,
 )
 from tests.support.backends import LoadError, Series, TestBackend
+from tests.support.procs import pause, resume
 from tests.support.remote_write import (
     encode_sample,
     encode_timeseries,
@@ -341,14 +342,14 @@ def test_kill_then_start_serves_again(own_backend: TestBackend) -> None:
 
 def test_paused_server_does_not_answer_until_resumed(own_backend: TestBackend) -> None:
     process = own_backend.process
-    process.pause()
+    pause(process)
     try:
         assert process.running()
         # A frozen process never answers, whatever the timeout: the read must time out.
         with pytest.raises(httpx.ReadTimeout):
             httpx.get(own_backend.url + "/api/v1/query", params={"query": "1"}, timeout=0.5, trust_env=False)
     finally:
-        process.resume()
+        resume(process)
     assert [r["value"] for r in own_backend.query("vector(1)", 1000)] == [[1000, "1"]]
 
 
@@ -402,7 +403,7 @@ def test_a_paused_server_can_still_be_stopped() -> None:
     process = VictoriaMetricsProcess()
     process.start()
     try:
-        process.pause()
+        pause(process)
         process.stop()  # SIGTERM alone would stay pending on a stopped process
         assert not process.running()
     finally:
@@ -435,8 +436,8 @@ def test_first_start_moves_to_another_port_when_the_free_one_was_taken(
         taken = busy.getsockname()[1]
         # Reproduce the race deterministically: the first "free" port handed out is already bound.
         ports = iter([taken])
-        real_free_port = devservers.free_port
-        monkeypatch.setattr(devservers, "free_port", lambda: next(ports, None) or real_free_port())
+        real_free_port = servers.free_port
+        monkeypatch.setattr(servers, "free_port", lambda: next(ports, None) or real_free_port())
         process = VictoriaMetricsProcess()
         try:
             process.start()

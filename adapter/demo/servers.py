@@ -8,9 +8,8 @@ keeps its data, its config and its log in one temporary directory::
 
 Lifecycle: ``start()`` launches and waits for readiness; ``stop()`` (SIGTERM) and ``kill()`` (SIGKILL) end
 the process but keep the port and the data directory, so a later ``start()`` brings the *same* server back
-(restart / crash fault tests); ``pause()`` / ``resume()`` freeze it (SIGSTOP / SIGCONT) to simulate a
-backend slower than any timeout; ``close()`` stops it and deletes the directory. Nothing happens at
-construction or import time.
+(restart / crash fault tests; freezing one is ``tests/support/procs.py``'s ``pause``/``resume``); ``close()``
+stops it and deletes the directory. Nothing happens at construction or import time.
 """
 
 from __future__ import annotations
@@ -228,14 +227,6 @@ class _ServerProcess:
             proc.wait()
         self._reap()
 
-    def pause(self) -> None:
-        """SIGSTOP: the port stays open but nothing answers (a backend slower than any timeout)."""
-        self._running_proc().send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        """SIGCONT: undo ``pause()``."""
-        self._running_proc().send_signal(signal.SIGCONT)
-
     def close(self) -> None:
         """Stop the server and delete its directory; a later ``start()`` begins afresh."""
         self.stop()
@@ -259,11 +250,6 @@ class _ServerProcess:
         return f"<{type(self).__name__} {where} running={self.running()}>"
 
     # -- helpers ----------------------------------------------------------------------------------------
-
-    def _running_proc(self) -> subprocess.Popen[bytes]:
-        if self._proc is None or self._proc.poll() is not None:
-            raise DevServerError(f"{self._name} is not running")
-        return self._proc
 
     def _reap(self) -> None:
         self._proc = None

@@ -389,7 +389,7 @@ def _server_stack(
 ) -> Iterator[tuple[Any, str]]:
     """Exporter + Prometheus + adapter around ``fleet``; yields (runner, adapter URL). Stops all on exit."""
     from adapter.demo.exporter import FleetRunner, MetricsExporter
-    from adapter.devservers import AdapterProcess, DevServerError, scraping_prometheus
+    from adapter.demo.servers import AdapterProcess, DevServerError, scraping_prometheus
 
     say = options.log or (lambda _text: None)
     with contextlib.ExitStack() as stack:
