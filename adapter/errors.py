@@ -74,11 +74,21 @@ class UpstreamError(AdapterError):
     reason = "ServiceUnavailable"
 
 
+RETRY_AFTER_S = 1  # a 429 that names no better time: retry after a second
+
+
 class TooManyRequests(AdapterError):
-    """A namespace spent its share of a budget all namespaces share (``adapter/shares.py``); it may retry later."""
+    """A namespace spent its share of a budget all namespaces share (``adapter/shares.py``); it may retry later.
+
+    ``retry_after_s`` (whole seconds, at least 1) goes into the Status as ``details.retryAfterSeconds`` and into
+    the ``Retry-After`` header (``api/wire.retry_after``): the apiserver's own 429s carry both."""
 
     code = 429
     reason = "TooManyRequests"
+
+    def __init__(self, message: str, *, retry_after_s: int = RETRY_AFTER_S) -> None:
+        self.retry_after_s = max(1, int(retry_after_s))
+        super().__init__(message, details={"retryAfterSeconds": self.retry_after_s})
 
 
 class ConfigError(Exception):

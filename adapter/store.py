@@ -250,7 +250,7 @@ class Store(Generic[K, V]):
                 f"namespace {namespace} asked for {spent} metric keys the adapter does not refresh for it within "
                 f"{self.config.refresh_s:g}s, its share of direct backend queries (store.loads_per_namespace); "
                 f"retry in {retry}s",
-                details={"retryAfterSeconds": retry},
+                retry_after_s=retry,
             )
         self._loads[namespace] = spent + 1
         self.loads.count("direct", namespace)

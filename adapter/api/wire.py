@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapter.api.groups import GROUP, VERSIONS
-from adapter.errors import AdapterError
+from adapter.errors import RETRY_AFTER_S, AdapterError
 from adapter.labels import Selector
 from adapter.provider.base import CORE_API_VERSION, POD_KIND, MetricInfo, MetricSample, ObjectRef, PodSamples
 from adapter.quantity import milli, quantity
@@ -59,6 +59,17 @@ def rfc3339(ts: float) -> str:
 @functools.lru_cache(maxsize=4096)  # the samples of one refresh share a handful of instants
 def _rfc3339(second: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+
+
+def error_headers(err: AdapterError) -> dict[str, str]:
+    """The headers an error's response carries besides its type and length: ``Retry-After`` on every 429 (the
+    error's ``details.retryAfterSeconds`` when it names one, else one second), as the apiserver sends with its
+    own 429s (apiserver pkg/server/filters/maxinflight.go ``tooManyRequests``) and client-go honours."""
+    if err.code != 429:
+        return {}
+    retry = (err.details or {}).get("retryAfterSeconds")
+    seconds = retry if isinstance(retry, int) and not isinstance(retry, bool) and retry > 0 else RETRY_AFTER_S
+    return {"retry-after": str(seconds)}
 
 
 def status(err: AdapterError) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from adapter.auth.user import MASTERS, Attributes
-from adapter.errors import AdapterError
+from adapter.errors import AdapterError, TooManyRequests
 from adapter.ttlcache import TtlCache
 
 # (attributes) -> (allowed, reason)
@@ -41,12 +41,8 @@ class Forbidden(AdapterError):
     reason = "Forbidden"
 
 
-class TooManyReviews(AdapterError):
+class TooManyReviews(TooManyRequests):
     """A caller over its share of the review lane (429; the client retries after ``retry_after_s``)."""
-
-    code = 429
-    reason = "TooManyRequests"
-    retry_after_s = 1
 
 
 def review_key(attrs: Attributes) -> str:
@@ -133,8 +129,7 @@ class Authorizer:
             self.refused_over_share += 1
             raise TooManyReviews(
                 f"too many authorization reviews in flight for this user (at most {self.max_reviews_per_user}); "
-                "retry later",
-                details={"retryAfterSeconds": TooManyReviews.retry_after_s},
+                "retry later"
             )
         self.reviews_sent += 1
         if capped:

@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapter.api.wire import go_json, status
+from adapter.api.wire import error_headers, go_json, status
 from adapter.auth.authn import AuthenticationError, Authenticator
 from adapter.auth.authz import Authorizer, TooManyReviews, forbidden
 from adapter.auth.user import EXPLAIN_PATH, explain_attributes, request_attributes
@@ -67,7 +67,7 @@ class AuthMiddleware:
                 await _reply(send, UpstreamError(f"authorization review failed: {exc.message}"))
                 return
             except TooManyReviews as exc:
-                await _reply(send, exc, [(b"retry-after", str(exc.retry_after_s).encode())])
+                await _reply(send, exc)
                 return
             if not allowed:
                 await _reply(send, forbidden(attrs, reason))
@@ -76,12 +76,12 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-async def _reply(send: Send, err: AdapterError, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _reply(send: Send, err: AdapterError) -> None:
     body = go_json(status(err))
     headers: list[tuple[bytes, bytes]] = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
-        *(extra_headers or []),
+        *((name.encode(), value.encode()) for name, value in error_headers(err).items()),
     ]
     start: dict[str, Any] = {"type": "http.response.start", "status": err.code, "headers": headers}
     await send(start)

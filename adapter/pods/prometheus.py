@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from adapter.aggregate import attribute
 from adapter.errors import NotFound
 from adapter.labels import Selector
+from adapter.pods.matches import MatchCache
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, namespace_series
 from adapter.settings import Catalog
@@ -42,7 +43,10 @@ from adapter.store import Store, StoreConfig
 PodLabels = list[tuple[str, dict[str, str]]]  # [(pod, its labels)] of a namespace
 Owners = tuple[dict[str, str], list[tuple[str, str]]]  # ({replicaset: deployment}, [(pod, replicaset)])
 
+# Selector matches kept (``adapter/pods/matches.py``): an HPA asks one selector, so a namespace of hundreds of
+# HPAs needs hundreds; a share of 2,000 leaves it tenfold room and still lets ten namespaces fill the total.
 _MAX_MATCHED = 20_000
+_MAX_MATCHED_PER_NAMESPACE = 2_000
 _INDEX_ON_LOOP = 500  # smaller snapshots are built and indexed in place (well under a millisecond)
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -88,13 +92,21 @@ class PrometheusPodSource:
     name = "prometheus"
 
     def __init__(
-        self, client: PromClient, catalog: Catalog, clock: Callable[[], float] = time.time, ttl_s: float = 10.0
+        self,
+        client: PromClient,
+        catalog: Catalog,
+        clock: Callable[[], float] = time.time,
+        ttl_s: float = 10.0,
+        max_matched: int = _MAX_MATCHED,
+        max_matched_per_namespace: int = _MAX_MATCHED_PER_NAMESPACE,
     ) -> None:
         self.client = client
         self.catalog = catalog
         self.clock = clock
         self.ttl_s = ttl_s
-        self._matched: dict[tuple[str, Selector], tuple[PodSnapshot, list[str]]] = {}
+        self.matched: MatchCache[Selector, tuple[PodSnapshot, list[str]]] = MatchCache(
+            max_matched, max_matched_per_namespace
+        )
         self._labels: Store[str, PodSnapshot] | None = None
         self._owners: Store[str, Owners] | None = None
         if ttl_s > 0:
@@ -155,16 +167,14 @@ class PrometheusPodSource:
     async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
         snapshot = await self._pod_labels(namespace)
         # Matching every pod of a big namespace costs milliseconds; the answer only changes with the snapshot,
-        # so it is kept per (namespace, selector) until the next refresh replaces the snapshot.
-        key = (namespace, selector)
-        hit = self._matched.get(key)
+        # so it is kept per (namespace, selector) until the next refresh replaces the snapshot; each namespace
+        # within its share of the cache, so one asking ever new selectors cannot push the others' out.
+        hit = self.matched.get(namespace, selector)
         if hit is not None and hit[0] is snapshot:
             return list(hit[1])
         wanted = Selector(tuple(replace(r, key=sanitize(r.key)) for r in selector.requirements))
         pods = snapshot.matching(wanted)
-        if len(self._matched) >= _MAX_MATCHED:  # bounded: every entry is rebuilt at the next request anyway
-            self._matched.clear()
-        self._matched[key] = (snapshot, pods)
+        self.matched.put(namespace, selector, (snapshot, pods))
         return list(pods)
 
     async def pods_for_deployment(self, namespace: str, name: str) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from adapter.api.wire import go_json, status
+from adapter.api.wire import error_headers, go_json, status
 from adapter.errors import AdapterError, NotAcceptable
 
 log = logging.getLogger("adapter.routes")
@@ -45,7 +45,9 @@ def json_response(request: Request, doc: Any, code: int = 200) -> Response:
 def error_response(request: Request, err: AdapterError) -> Response:
     if err.code >= 500:
         log.warning("%s %s -> %d: %s", request.method, request.url.path, err.code, err.message)
-    return json_response(request, status(err), err.code)
+    response = json_response(request, status(err), err.code)
+    response.headers.update(error_headers(err))
+    return response
 
 
 def plain_not_found() -> Response:

@@ -12,7 +12,7 @@ import logging
 import httpx
 import pytest
 
-from adapter.errors import UpstreamError
+from adapter.errors import TooManyRequests, UpstreamError
 from adapter.routes.limits import MAX_HEADER_BYTES, MAX_TARGET_BYTES
 from tests.support.api_table import NS
 from tests.support.provider_double import ProviderDouble
@@ -201,6 +201,30 @@ async def test_sick_backend_is_503_never_a_number(
     assert r.content == status(503, "ServiceUnavailable", "backend unreachable: connection refused")
     # Discovery does not depend on the backend.
     assert (await client.get(f"{BASE}/v1beta1")).status_code == 200
+
+
+@pytest.mark.parametrize(("retry", "header"), [(None, "1"), (15, "15"), (0, "1")])
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/v1beta2/namespaces/{NS}/pods/*/llm_composite_load",
+        f"/v1beta1/namespaces/{NS}/pods/llama-0/gpu_utilization_p90",
+        f"/v1beta2/namespaces/{NS}/metrics/inference_queue_depth",
+    ],
+)
+async def test_every_429_carries_retry_after(
+    client: httpx.AsyncClient, provider: ProviderDouble, path: str, retry: int | None, header: str
+) -> None:
+    provider.error = (
+        TooManyRequests("over its share") if retry is None else TooManyRequests("over", retry_after_s=retry)
+    )
+    r = await client.get(BASE + path)
+    assert r.status_code == 429 and r.headers["retry-after"] == header
+    doc = r.json()
+    assert (doc["reason"], doc["code"], doc["details"]) == ("TooManyRequests", 429, {"retryAfterSeconds": int(header)})
+    # Only 429s carry it.
+    provider.error = UpstreamError("backend unreachable")
+    assert "retry-after" not in (await client.get(BASE + path)).headers
 
 
 async def test_a_bug_is_500_without_a_stack_trace(

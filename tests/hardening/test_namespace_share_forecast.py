@@ -123,7 +123,9 @@ def test_a_namespace_past_its_workload_share_is_told_why(prometheus: TestBackend
             client.get(f"{url}{api}/{attacker}/deployments.apps/{d}/llm_load_boost").status_code for d in DEPLOYMENTS
         ]
         assert codes[3:] == [429] * 6 and all(c in (200, 404) for c in codes[:3]), codes  # 404: pending
-        doc = client.get(f"{url}{api}/{attacker}/deployments.apps/d5/llm_load_boost").json()
+        refused = client.get(f"{url}{api}/{attacker}/deployments.apps/d5/llm_load_boost")
+        assert refused.headers["retry-after"] == "1"
+        doc = refused.json()
         assert doc["kind"] == "Status" and doc["reason"] == "TooManyRequests"
         assert "forecast.max_workloads_per_namespace" in doc["message"]
         # Its boosted composite is still served, at boost 1 (the live composite).

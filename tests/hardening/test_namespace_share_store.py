@@ -172,9 +172,11 @@ def test_a_namespace_past_its_share_is_served_directly_then_refused(prometheus: 
         # Five keys stored, three more answered by a direct query (its loads: 8 per interval), then 429.
         assert codes == [200] * 8 + [429] * 4
         assert store.namespace_keys()[attacker] == 5 and store.counters.overflow == 3
-        status = client.get(url + url_for(attacker, "engine notin (y)")).json()
+        refused = client.get(url + url_for(attacker, "engine notin (y)"))
+        status = refused.json()
         assert status["kind"] == "Status" and status["code"] == 429 and status["reason"] == "TooManyRequests"
         assert "store.loads_per_namespace" in status["message"] and status["details"]["retryAfterSeconds"] >= 1
+        assert refused.headers["retry-after"] == str(status["details"]["retryAfterSeconds"])
         # Its stored keys keep serving from memory, and the victim can still add keys of its own.
         assert client.get(url + url_for(attacker, "engine notin (x0)")).status_code == 200
         assert served(client.get(url + url_for(victim, "engine notin (v1)"))) == want
