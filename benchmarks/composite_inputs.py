@@ -83,6 +83,8 @@ CANDIDATES: dict[str, tuple[tuple[str, float], ...]] = {
     "g: GPU + queue + ITL P99 + TTFT P99": ((GPU, 0.4), (QUEUE, 0.2), (ITL, 0.2), (TTFT, 0.2)),
     "h: GPU + ITL P99 + KV usage": ((GPU, 0.4), (ITL, 0.3), (KV, 0.3)),
 }
+# What the measurements recommend (docs/simulation.md "Which inputs read load on a real vLLM").
+RECOMMENDED = "e: GPU + queue + ITL P99"
 EMBEDDED_TODAY = (
     Term(metric=GPU, weight=0.4, target=95.95, flat=True),
     Term(metric=QUEUE, weight=0.3, target=8.0),
@@ -93,7 +95,7 @@ EMBEDDED_TODAY = (
 @dataclass(frozen=True)
 class Sweep:
     """One profile x mix: its knee and saturation (requests/s per pod) and each input at ``loads`` (x the knee);
-    ``idle`` holds each input at zero load."""
+    ``idle`` holds each input at zero load, ``saturated`` marks the loads past saturation."""
 
     profile: str
     mix: str
@@ -102,6 +104,7 @@ class Sweep:
     loads: tuple[float, ...]
     values: dict[str, _F64]
     idle: dict[str, float]
+    saturated: tuple[bool, ...] = ()  # per load: at or above saturation, where no steady state exists
 
     def at_knee(self, metric: str) -> float:
         """The input's reading at the knee (load 1.0)."""
@@ -144,10 +147,10 @@ def sweep(profile: str, mix: str, loads: Sequence[float] = FRACTIONS) -> Sweep:
     model = engine.model()
     knee = engine.knee()
     grid = tuple(sorted({*loads, 1.0}))
-    rows = [readings(model.at(f * knee)) for f in grid]
-    values = {k: np.array([r[k] for r in rows]) for k in INPUTS}
+    points = [model.at(f * knee) for f in grid]
+    values = {k: np.array([readings(p)[k] for p in points]) for k in INPUTS}
     idle = readings(model.at(0.0))
-    return Sweep(profile, mix, knee, model.saturation_rps, grid, values, idle)
+    return Sweep(profile, mix, knee, model.saturation_rps, grid, values, idle, tuple(p.saturated for p in points))
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,20 @@ def report(sweeps: Sequence[Sweep]) -> str:
             f"| {name} | {desc} | " + " | ".join(f"{v:.2f}" for v in vals)
             + f" | {inside}/{len(vals)} | {max(vals) - min(vals):.2f} |"
         )  # fmt: skip
+    best = targets_for(CANDIDATES[RECOMMENDED], ref)
+    lines += [
+        "",
+        f"The recommended candidate ({RECOMMENDED}) against load (× each knee):",
+        "",
+        "| profile × mix | " + " | ".join(f"{f:g}" for f in FRACTIONS) + " |",
+        "|---|" + "---:|" * len(FRACTIONS),
+    ]
+    for s in sweeps:
+        row = [
+            "saturated" if s.saturated[s.loads.index(f)] else f"{composite(best, s.readings_at(f)):.2f}"
+            for f in FRACTIONS
+        ]
+        lines.append(f"| {_case(s)} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
