@@ -248,8 +248,8 @@ def report(sweeps: Sequence[Sweep]) -> str:
         )
     lines += [
         "",
-        "Each input up to the knee (loads 0.1 … 1.0 × the knee): worst Spearman and R² over the six profile × mix, "
-        "in how many it saturates before the knee, and its reading at each knee (max ÷ min: how far one fixed "
+        "Each input up to the knee (loads 0.1 … 1.0 × the knee): worst Spearman and R² over the six profile × mix,",
+        "in how many it saturates before the knee, and its reading at each knee (max ÷ min: how far one fixed",
         "target is off somewhere):",
         "",
         "| input | min Spearman | min R² | saturates | " + " | ".join(_case(s) for s in sweeps) + " | max ÷ min |",
@@ -266,8 +266,8 @@ def report(sweeps: Sequence[Sweep]) -> str:
         )  # fmt: skip
     lines += [
         "",
-        f"Candidates, targets from the reference knee ({' × '.join(REFERENCE)}; `targets_for`), the composite at "
-        f"each profile × mix's knee (1.0 ± {TOLERANCE:.0%} is the criterion):",
+        f"Candidates, targets from the reference knee ({' × '.join(REFERENCE)}; `targets_for`),",
+        f"the composite at each profile × mix's knee (1.0 ± {TOLERANCE:.0%} is the criterion):",
         "",
         "| candidate | targets | " + " | ".join(_case(s) for s in sweeps) + " | within ±10 % | spread (max − min) |",
         "|---|---|" + "---:|" * (len(sweeps) + 2),
@@ -324,7 +324,7 @@ def spot_check(duration_s: float = 600.0) -> str:
         QUEUE: float(np.average(run.step_waiting[steps], weights=run.step_dt[steps])),
     }
     lines = [
-        f"Spot check at the reference knee ({knee:.2f} req/s, {duration_s:g} s of Poisson arrivals, first 60 s "
+        f"Spot check at the reference knee ({knee:.2f} req/s, {duration_s:g} s of Poisson arrivals, first 60 s",
         "dropped): fast model (bucketed) vs step-level model (exact)",
         "",
         "| input | fast | step |",
