@@ -93,6 +93,8 @@ class Timeline:
         ax_load.legend(loc="upper left", fontsize=8)
         ax_rep.plot(hours, [x.desired for x in s], drawstyle="steps-post", label="desired (Deployment spec)")
         ax_rep.plot(hours, [x.ready for x in s], drawstyle="steps-post", linestyle="--", label="ready")
+        if self.max_replicas is not None:
+            ax_rep.axhline(self.max_replicas, color="grey", linewidth=0.8, linestyle=":", label="maxReplicas")
         ax_rep.set_ylabel("replicas")
         ax_rep.legend(loc="upper left", fontsize=8)
         ax_comp.plot(hours, [x.composite for x in s], label="llm_composite_load")
@@ -112,8 +114,6 @@ class Timeline:
         else:
             ax_p99.plot(hours, [x.worst_p99_s for x in s], color="tab:red", label="worst pod P99")
             ax_p99.axhline(self.slo_p99_s, color="grey", linestyle="--", label=f"SLO {self.slo_p99_s:g} s")
-        if self.max_replicas is not None:
-            ax_rep.axhline(self.max_replicas, color="grey", linewidth=0.8, linestyle=":", label="maxReplicas")
         ax_p99.set_ylabel("latency (s)")
         ax_p99.set_xlabel("simulated hours (day 0 = 0 h)")
         ax_p99.legend(loc="upper left", fontsize=8)
