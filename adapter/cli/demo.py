@@ -65,6 +65,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="emit NODE's DCGM series with exported_pod/exported_namespace labels "
         "(as Prometheus stores them with honorLabels: false), e.g. gpu-node-1",
     )
+    p.add_argument(
+        "--engine",
+        choices=["token", "queue"],
+        default="token",
+        help="token: token-level vLLM engines (continuous batching, KV cache, vLLM's metric families; default); "
+        "queue: the request-queue pods of --capacity req/s and --gpus-per-pod GPUs",
+    )
+    p.add_argument(
+        "--profile", default="llama3-8b-h100", help="engine profile with --engine token (default llama3-8b-h100)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--autoscale",
@@ -124,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
             trace_path=args.trace,
             exported_layout_node=args.exported_layout_node,
             seed=args.seed,
+            engine=args.engine,
+            profile=args.profile,
             autoscale=args.autoscale,
             plot_path=args.plot,
             json_path=args.json,

@@ -23,9 +23,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 from adapter.exposition import label_pairs
 from adapter.sim.fleet import (
@@ -37,6 +38,10 @@ from adapter.sim.fleet import (
     PodSnapshot,
 )
 from adapter.sim.trace import RateSample, ScaledTrace, TraceClock
+from adapter.sim.vllm_families import EngineCounters, render_vllm
+
+if TYPE_CHECKING:
+    from adapter.demo.tokenpods import TokenPods
 
 log = logging.getLogger(__name__)
 
@@ -297,18 +302,39 @@ def _sanitize(label: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in label)
 
 
+def _render_engines(snapshot: FleetSnapshot, engines: Mapping[str, EngineCounters], out: list[str]) -> None:
+    """vLLM's families of token-level engines (``adapter.sim.vllm_families``), one engine per serving pod."""
+    dep = snapshot.deployment
+    rows = [
+        ([("container", dep.container), ("namespace", pod.namespace), ("pod", pod.name)], engines[pod.name])
+        for pod in snapshot.pods
+        if pod.serving and pod.name in engines
+    ]
+    if rows:
+        out.append(render_vllm(rows, model_name=dep.model_name, engine=VLLM_ENGINE).rstrip("\n"))
+
+
 def render_metrics(
-    snapshot: FleetSnapshot, *, epoch: float = 0.0, exported_nodes: Iterable[str] = (), hpa: HpaStatus | None = None
+    snapshot: FleetSnapshot,
+    *,
+    epoch: float = 0.0,
+    exported_nodes: Iterable[str] = (),
+    hpa: HpaStatus | None = None,
+    engines: Mapping[str, EngineCounters] | None = None,
 ) -> str:
     """Prometheus text exposition (format 0.0.4) for the whole fleet.
 
     ``epoch`` is the Unix time at fleet time 0 (used for ``kube_pod_deletion_timestamp``).
     GPUs on ``exported_nodes`` get the ``exported_pod``/``exported_namespace`` label layout.
-    ``hpa``, when an autoscaler drives the fleet, adds its kube-state-metrics series.
+    ``hpa``, when an autoscaler drives the fleet, adds its kube-state-metrics series. ``engines`` (token-level
+    engines by pod name) replaces the request-queue pods' vLLM series with vLLM's full families.
     """
     out: list[str] = []
     _render_dcgm(snapshot, frozenset(exported_nodes), out)
-    _render_vllm(snapshot, out)
+    if engines is None:
+        _render_vllm(snapshot, out)
+    else:
+        _render_engines(snapshot, engines, out)
     _render_ksm(snapshot, epoch, out)
     if hpa is not None:
         _render_hpa(hpa, out)
@@ -332,6 +358,8 @@ class RunnerStatus:
     running: float
     worst_p99_s: float
     dropped: float
+    ttft_p99_s: float = math.nan  # token-level engines: the worst ready pod's TTFT and ITL P99 now
+    itl_p99_s: float = math.nan
 
 
 class FleetRunner:
@@ -344,7 +372,7 @@ class FleetRunner:
 
     def __init__(
         self,
-        fleet: Fleet,
+        fleet: Fleet | TokenPods,
         trace: ScaledTrace,
         clock: TraceClock,
         *,
@@ -400,9 +428,10 @@ class FleetRunner:
         """The /metrics body as of the last tick."""
         with self._lock:
             snap = self.fleet.snapshot()
+            engines = None if isinstance(self.fleet, Fleet) else self.fleet.engine_counters()
             epoch = self._epoch
             hpa = self._hpa
-        return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes, hpa=hpa)
+        return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes, hpa=hpa, engines=engines)
 
     def status(self) -> RunnerStatus:
         """Summary for a one-line status display."""
@@ -410,6 +439,7 @@ class FleetRunner:
             snap = self.fleet.snapshot()
             rate = self._rate
             sim = self.clock.sim_time(self._last_wall)
+            ttft, itl = (math.nan, math.nan) if isinstance(self.fleet, Fleet) else self.fleet.latency_p99()
         serving = [p for p in snap.pods if p.serving]
         return RunnerStatus(
             sim_time_s=sim,
@@ -422,6 +452,8 @@ class FleetRunner:
             running=sum(p.running for p in serving),
             worst_p99_s=max((p.p99_latency_s for p in serving), default=0.0),
             dropped=snap.dropped,
+            ttft_p99_s=ttft,
+            itl_p99_s=itl,
         )
 
     def start(self) -> None:

@@ -44,8 +44,12 @@ import yaml
 from adapter.api.groups import PREFIX
 from adapter.demo.exporter import FleetRunner, HpaStatus, MetricsExporter, RunnerStatus
 from adapter.demo.timeline import Sample, Timeline
+from adapter.demo.tokenpods import TokenPods
 from adapter.quantity import parse_quantity
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
+from adapter.sim.mix import DEFAULT_MIX, mix
+from adapter.sim.slo import DEFAULT_SLO
+from adapter.sim.tokenfleet import TokenEngine
 from adapter.sim.trace import ScaledTrace, TraceClock, default_trace_path, format_sim_time, load_trace
 
 API_PREFIX = f"{PREFIX}/v1beta2"
@@ -89,6 +93,8 @@ class DemoOptions:
     backfill: bool = True  # write the forecaster's history into Prometheus before it starts
     ready_timeout_s: float = 60.0
     seed: int = 0
+    engine: str = "token"  # token: vLLM engines of ``profile`` (adapter.sim.tokenfleet); queue: the request queue
+    profile: str = "llama3-8b-h100"
 
     def __post_init__(self) -> None:
         if self.pods < 1:
@@ -101,6 +107,8 @@ class DemoOptions:
             raise ValueError("--duration must not be negative")
         if not 0 <= self.start_hour < 24:
             raise ValueError("--start-hour must be in [0, 24)")
+        if self.engine not in ("token", "queue"):
+            raise ValueError("--engine must be token or queue")
 
 
 def metric_paths(namespace: str, deployment: str) -> list[str]:
@@ -142,7 +150,12 @@ def status_line(status: RunnerStatus, view: AdapterView | None = None) -> str:
     line = (
         f"[{format_sim_time(status.sim_time_s)}] arrivals {rate} | replicas {status.desired} "
         f"(ready {status.ready}, loading {status.loading}, terminating {status.terminating}) | "
-        f"waiting {status.waiting:.0f} running {status.running:.0f} | worst P99 {status.worst_p99_s:.1f}s"
+        f"waiting {status.waiting:.0f} running {status.running:.0f} | "
+        + (
+            f"worst P99 {status.worst_p99_s:.1f}s"
+            if math.isnan(status.ttft_p99_s)
+            else f"worst TTFT P99 {status.ttft_p99_s:.2f}s, ITL P99 {status.itl_p99_s * 1000:.0f}ms"
+        )
     )
     if view is not None:
         forecast = (
@@ -162,11 +175,76 @@ def first_start_s(start_hour: float, history_s: float) -> float:
     return day * 86400.0 + start_hour * 3600.0
 
 
+# The demo's composite on token-level engines (docs/demo.md "The demo catalog"): the design's weights, the
+# latency term on vLLM's TTFT. GPU and queue targets are what `python -m adapter calibrate --simulate --engine
+# token` proposes on the default profile and mix: the GPU term is flat (100 % busy below the knee), the queue
+# keeps 8 (it reads 0 below saturation). The TTFT term's idle and target come from the same engine
+# (``ttft_bounds``), read through vLLM's TTFT buckets as histogram_quantile reads them.
+TTFT_METRIC = "inference_ttft_p99_seconds"
+TTFT_DEFINITION: dict[str, Any] = {
+    "help": "P99 of vllm:time_to_first_token_seconds over the window (histogram_quantile over the pod's buckets)",
+    "query": "histogram_quantile(0.99, sum by (<<by>>, le) "
+    "(rate(vllm:time_to_first_token_seconds_bucket{<<matchers>>}[<<window>>])))",
+    "window": "2m",
+    "layouts": ["target"],
+    "reduce": "max",
+    "objects": "mean",
+}
+GPU_WEIGHT, QUEUE_WEIGHT, TTFT_WEIGHT = 0.4, 0.3, 0.3
+QUEUE_TARGET = 8.0
+HPA_TOLERANCE = 0.1  # the HPA controller's default --horizontal-pod-autoscaler-tolerance
+
+
+def ttft_bounds(engine: TokenEngine) -> tuple[float, float]:
+    """(idle, target) of the TTFT term: the engine's TTFT P99 as ``histogram_quantile(0.99)`` reads it over
+    vLLM's TTFT buckets, on an idle pod and at the safe point ``knee / band`` (``calibrate``'s safe point, the
+    band ``1 + tolerance / (1 - flat weight)`` with the GPU term flat)."""
+    import numpy as np
+
+    from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
+    from adapter.sim.vllm_families import TTFT_BUCKETS
+
+    model = engine.model()
+    upper = np.asarray(TTFT_BUCKETS, dtype=np.float64)
+    band = 1.0 + HPA_TOLERANCE / (1.0 - GPU_WEIGHT)
+
+    def read(rate: float) -> float:
+        samples = model.at(rate).ttft_s
+        cumulative = np.append(np.searchsorted(samples, upper, side="right"), samples.size).astype(np.float64)
+        return float(histogram_quantile(SLO_QUANTILE, upper, cumulative[None, :])[0])
+
+    return read(1e-3), read(engine.knee() / band)
+
+
+def token_catalog(doc: dict[str, Any], engine: TokenEngine) -> dict[str, Any]:
+    """``doc`` with the TTFT metric and the token-engine composite as ``llm_composite_load`` (a new document)."""
+    import copy
+
+    idle, target = ttft_bounds(engine)
+    out = copy.deepcopy(doc)
+    out.setdefault("metrics", {})[TTFT_METRIC] = copy.deepcopy(TTFT_DEFINITION)
+    out.setdefault("composites", {})["llm_composite_load"] = {
+        "help": f"{GPU_WEIGHT:g} x GPU P90/100 + {QUEUE_WEIGHT:g} x queue/{QUEUE_TARGET:g} + {TTFT_WEIGHT:g} x "
+        f"(TTFT P99 - {idle:.3f})/({target:.3f} - {idle:.3f}) (demo, token engine)",
+        "terms": [
+            {"metric": "gpu_utilization_p90", "weight": GPU_WEIGHT, "target": 100, "idle": 0, "flat": True},
+            {"metric": "inference_queue_depth", "weight": QUEUE_WEIGHT, "target": QUEUE_TARGET, "idle": 0},
+            {"metric": TTFT_METRIC, "weight": TTFT_WEIGHT, "target": round(target, 4), "idle": round(idle, 4),
+             "when_missing": "idle"},
+        ],
+        "objects": "mean",
+    }  # fmt: skip
+    return out
+
+
 def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
     """The embedded catalog on the demo's clock (``scaled_catalog``), forecasting the demo's Deployment from
-    the start (``forecast.workloads``) rather than from the first request."""
+    the start (``forecast.workloads``) rather than from the first request; on the token engine with the
+    TTFT composite (``token_catalog``)."""
     from adapter.demo.live import scaled_catalog
 
+    if options.engine == "token":
+        doc = token_catalog(doc, demo_engine(options.profile))
     out = scaled_catalog(doc, options.speed, options.scrape_interval_s)
     forecast = out.get("forecast")
     if isinstance(forecast, dict):
@@ -174,6 +252,47 @@ def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
         workloads.append({"namespace": options.namespace, "deployment": options.deployment})
         forecast["workloads"] = workloads
     return out
+
+
+def engine_label(options: DemoOptions) -> str:
+    """The engine the fleet runs, as the banner prints it."""
+    if options.engine == "token":
+        return f"token engine {options.profile}, mix {DEFAULT_MIX}"
+    return f"request queue {options.capacity_rps:g} req/s a pod"
+
+
+def build_fleet(options: DemoOptions, now: float) -> tuple[Fleet | TokenPods, float, float]:
+    """The demo's fleet at ``now``, its pods' saturation (requests/s a pod completes at most) and the per-pod
+    load the trace's peak puts on ``options.pods`` pods at ``--load 1``: on the token engine the knee of the
+    default mix (every SLO bound holds at P99), on the request queue the pod's capacity."""
+    deployment = Deployment(name=options.deployment, namespace=options.namespace)
+    if options.engine == "token":
+        engine = demo_engine(options.profile)
+        dep = Deployment(name=options.deployment, namespace=options.namespace, model_name=engine.profile.model_name)
+        config = engine.fleet_config(
+            deployment=dep, load_delay_s=FleetConfig.load_delay_s, drain_timeout_s=FleetConfig.drain_timeout_s,
+            seed=options.seed,
+        )  # fmt: skip
+        return TokenPods(engine, config, replicas=options.pods, now=now), config.capacity_rps, engine.knee()
+    config = FleetConfig(
+        deployment=deployment,
+        gpus_per_pod=options.gpus_per_pod,
+        capacity_rps=options.capacity_rps,
+        # Short chat completions, so the P99 sits near the catalog's 0.8 s target at full load and the demo's
+        # composite reads around 1 at the trace's peak (long generations would need a larger latency target).
+        base_service_s=0.25,
+        substep_s=0.25,
+        seed=options.seed,
+    )
+    return Fleet(config, replicas=options.pods, now=now), options.capacity_rps, options.capacity_rps
+
+
+def demo_engine(profile_name: str) -> TokenEngine:
+    """The token-level engine of the demo: ``profile_name``, the default mix and the default SLO bounds."""
+    from adapter.sim.profiles import profile
+    from adapter.sim.slo import parse_slo
+
+    return TokenEngine(profile(profile_name), mix(DEFAULT_MIX), parse_slo(DEFAULT_SLO))
 
 
 def read_object_metric(client: httpx.Client, namespace: str, deployment: str, metric: str) -> tuple[float, str]:
@@ -266,6 +385,9 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
         print(text, file=out, flush=True)
 
     timeline = Timeline(slo_p99_s=SLO_P99_S, speed=options.speed, autoscale=options.autoscale)
+    if options.engine == "token":
+        bounds = demo_engine(options.profile).slo
+        timeline.slo_ttft_s, timeline.slo_itl_s = bounds.ttft_s, bounds.itl_s
     clean = False
     with _sigterm_as_exit(), contextlib.ExitStack() as stack:
         try:
@@ -283,21 +405,9 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             history_s = history_span_s(forecast) if forecast is not None else 0.0
             # Days are counted from the trace's first window (ServeGen's starts at 0, 00:00 of day 0).
             sim_start = trace.start_s + first_start_s(options.start_hour, history_s)
-            config = FleetConfig(
-                deployment=Deployment(name=options.deployment, namespace=options.namespace),
-                gpus_per_pod=options.gpus_per_pod,
-                capacity_rps=options.capacity_rps,
-                # Short chat completions, so the P99 sits near the catalog's 0.8 s target at full load and
-                # the demo's composite reads around 1 at the trace's peak (long generations would need a
-                # larger latency target in the catalog).
-                base_service_s=0.25,
-                substep_s=0.25,
-                seed=options.seed,
-            )
-            fleet = Fleet(config, replicas=options.pods, now=sim_start)
-            scaled = ScaledTrace.for_fleet(
-                trace, replicas=options.pods, capacity_rps=options.capacity_rps, load=options.load
-            )
+            fleet, capacity_rps, per_pod_rps = build_fleet(options, sim_start)
+            scaled = ScaledTrace.for_fleet(trace, replicas=options.pods, capacity_rps=per_pod_rps, load=options.load)
+            timeline.trace_peak_rps = scaled.peak_rps
             # One compressed clock for everything: sim = sim_start + (monotonic - wall0) * speed. It starts
             # now, when the history ends, so history and live scrapes meet without a gap.
             wall0, unix0 = time.monotonic(), time.time()
@@ -331,7 +441,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                 history = load_history(
                     fleet.snapshot(), scaled, sim_end=sim_start, span_s=history_s,
                     interval_s=options.scrape_interval_s * options.speed, speed=options.speed,
-                    wall_end=unix0, capacity_rps=options.capacity_rps,
+                    wall_end=unix0, capacity_rps=capacity_rps,
                     target_labels=(("instance", exporter.target), ("job", DEMO_JOB)),
                 )  # fmt: skip
                 write_blocks(history, prom.prepare())
@@ -343,7 +453,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             prom.start()
             say(
                 f"fleet exporter  {exporter.url}/metrics  "
-                f"({options.pods} pods x {options.gpus_per_pod} GPUs, "
+                f"({options.pods} pods x {fleet.config.gpus_per_pod} GPUs, {engine_label(options)}, "
                 f"deployment {options.namespace}/{options.deployment}, trace x{options.speed:g})"
             )
             say(f"prometheus      {prom.url}  (scrapes the fleet and the adapter every {interval}, honor_labels: true)")
@@ -382,6 +492,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                     max_replicas=max(8, 4 * options.pods),
                 )
                 autoscaler = Autoscaler(spec, runner, client, options.namespace, f"app={options.deployment}")
+                timeline.max_replicas = spec.max_replicas
                 say(
                     f"Autoscaling: the HPA model reads {spec.metrics[0].name} from the adapter every "
                     f"{HPA_SYNC_S:g} simulated s (target 1, {spec.min_replicas}-{spec.max_replicas} replicas, "
@@ -410,6 +521,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                         sim_time_s=status.sim_time_s, arrivals_rps=status.rate.rate, desired=status.desired,
                         ready=status.ready, worst_p99_s=status.worst_p99_s, composite=view.composite,
                         boost=view.boost, boosted=view.boosted, forecast_rps=view.forecast_rps,
+                        ttft_p99_s=status.ttft_p99_s, itl_p99_s=status.itl_p99_s,
                     ))  # fmt: skip
                     next_sample += SAMPLE_EVERY_S
                 if time.monotonic() >= next_status:

@@ -1,10 +1,11 @@
 """What the demo saw, sample by sample, and the PNG (and JSON) it writes on exit.
 
 ``Timeline`` collects one ``Sample`` per second of the demo: the trace's arrival rate, the fleet's replicas,
-the P99 the fleet served, and what the adapter answered for the Deployment (composite, boost, boosted
-composite, forecast). ``write_png`` draws it with matplotlib's Agg backend (no display needed); ``write_json``
-writes the same samples (``demo --json FILE``). Values the adapter did not answer are NaN: a gap in the plot,
-``null`` in the JSON, never a made-up point.
+the P99 the fleet served (on token-level engines its TTFT and ITL P99, drawn against their SLO bounds), and
+what the adapter answered for the Deployment (composite, boost, boosted composite, forecast). ``write_png``
+draws it with matplotlib's Agg backend (no display needed); ``write_json`` writes the same samples (``demo
+--json FILE``). Values the adapter did not answer are NaN: a gap in the plot, ``null`` in the JSON, never a
+made-up point.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class Sample:
     boost: float = math.nan
     boosted: float = math.nan
     forecast_rps: float = math.nan
+    ttft_p99_s: float = math.nan  # token-level engines: the worst ready pod's TTFT and ITL P99
+    itl_p99_s: float = math.nan
 
 
 @dataclass
@@ -38,6 +41,10 @@ class Timeline:
     speed: float
     autoscale: bool
     samples: list[Sample] = field(default_factory=list)
+    slo_ttft_s: float | None = None  # token-level engines: the TTFT and ITL P99 bounds the plot draws
+    slo_itl_s: float | None = None
+    max_replicas: int | None = None  # the HPA's maxReplicas (autoscale)
+    trace_peak_rps: float | None = None  # the scaled trace's peak arrival rate (simulated requests/s)
 
     def add(self, sample: Sample) -> None:
         self.samples.append(sample)
@@ -52,6 +59,10 @@ class Timeline:
             "speed": self.speed,
             "autoscale": self.autoscale,
             "slo_p99_s": self.slo_p99_s,
+            "slo_ttft_s": self.slo_ttft_s,
+            "slo_itl_s": self.slo_itl_s,
+            "max_replicas": self.max_replicas,
+            "trace_peak_rps": self.trace_peak_rps,
             "samples": [{k: clean(v) for k, v in asdict(sample).items()} for sample in self.samples],
         }
 
@@ -82,6 +93,8 @@ class Timeline:
         ax_load.legend(loc="upper left", fontsize=8)
         ax_rep.plot(hours, [x.desired for x in s], drawstyle="steps-post", label="desired (Deployment spec)")
         ax_rep.plot(hours, [x.ready for x in s], drawstyle="steps-post", linestyle="--", label="ready")
+        if self.max_replicas is not None:
+            ax_rep.axhline(self.max_replicas, color="grey", linewidth=0.8, linestyle=":", label="maxReplicas")
         ax_rep.set_ylabel("replicas")
         ax_rep.legend(loc="upper left", fontsize=8)
         ax_comp.plot(hours, [x.composite for x in s], label="llm_composite_load")
@@ -90,8 +103,17 @@ class Timeline:
         ax_comp.axhline(1.0, color="grey", linewidth=0.8)
         ax_comp.set_ylabel("Deployment value")
         ax_comp.legend(loc="upper left", fontsize=8)
-        ax_p99.plot(hours, [x.worst_p99_s for x in s], color="tab:red", label="worst pod P99")
-        ax_p99.axhline(self.slo_p99_s, color="grey", linestyle="--", label=f"SLO {self.slo_p99_s:g} s")
+        if self.slo_ttft_s is not None:
+            ax_p99.plot(hours, [x.ttft_p99_s for x in s], color="tab:red", label="worst pod TTFT P99")
+            ax_p99.axhline(self.slo_ttft_s, color="tab:red", linestyle="--", label=f"TTFT SLO {self.slo_ttft_s:g} s")
+            if self.slo_itl_s is not None:
+                ax_p99.plot(hours, [x.itl_p99_s for x in s], color="tab:blue", label="worst pod ITL P99")
+                ax_p99.axhline(self.slo_itl_s, color="tab:blue", linestyle="--",
+                               label=f"ITL SLO {self.slo_itl_s * 1000:g} ms")  # fmt: skip
+            ax_p99.set_yscale("log")
+        else:
+            ax_p99.plot(hours, [x.worst_p99_s for x in s], color="tab:red", label="worst pod P99")
+            ax_p99.axhline(self.slo_p99_s, color="grey", linestyle="--", label=f"SLO {self.slo_p99_s:g} s")
         ax_p99.set_ylabel("latency (s)")
         ax_p99.set_xlabel("simulated hours (day 0 = 0 h)")
         ax_p99.legend(loc="upper left", fontsize=8)

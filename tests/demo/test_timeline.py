@@ -24,5 +24,18 @@ def test_the_timeline_json_holds_every_sample_and_no_nan(tmp_path: Path) -> None
     assert second == {
         "sim_time_s": 60.0, "arrivals_rps": 20.0, "desired": 6, "ready": 4, "worst_p99_s": 0.7,
         "composite": 1.2, "boost": 1.1, "boosted": 1.32, "forecast_rps": 25.0,
+        "ttft_p99_s": None, "itl_p99_s": None,  # a request-queue fleet has no TTFT or ITL
     }  # fmt: skip
     assert math.isnan(timeline.samples[0].composite)  # the in-memory samples keep their NaN
+
+
+def test_the_timeline_json_carries_the_token_engines_latencies_and_their_bounds(tmp_path: Path) -> None:
+    timeline = Timeline(slo_p99_s=0.8, speed=60.0, autoscale=True, slo_ttft_s=2.0, slo_itl_s=0.1)
+    timeline.max_replicas, timeline.trace_peak_rps = 16, 39.0
+    timeline.add(Sample(0.0, 10.0, 4, 4, 0.0, composite=0.5, ttft_p99_s=0.21, itl_p99_s=0.054))
+    timeline.add(Sample(60.0, 12.0, 3, 4, 0.0, composite=0.6, ttft_p99_s=0.24, itl_p99_s=0.068))
+    doc = json.loads(timeline.write_json(tmp_path / "t.json").read_text())
+    assert (doc["slo_ttft_s"], doc["slo_itl_s"], doc["max_replicas"], doc["trace_peak_rps"]) == (2.0, 0.1, 16, 39.0)
+    assert [(s["ttft_p99_s"], s["itl_p99_s"]) for s in doc["samples"]] == [(0.21, 0.054), (0.24, 0.068)]
+    png = timeline.write_png(tmp_path / "t.png")  # TTFT and ITL against their bounds, on a log axis
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
