@@ -176,60 +176,65 @@ def first_start_s(start_hour: float, history_s: float) -> float:
 
 
 # The demo's composite on token-level engines (docs/demo.md "The demo catalog"): the design's weights, the
-# latency term on vLLM's TTFT. GPU and queue targets are what `python -m adapter calibrate --simulate --engine
-# token` proposes on the default profile and mix: the GPU term is flat (100 % busy below the knee), the queue
-# keeps 8 (it reads 0 below saturation). The TTFT term's idle and target come from the same engine
-# (``ttft_bounds``), read through vLLM's TTFT buckets as histogram_quantile reads them.
-TTFT_METRIC = "inference_ttft_p99_seconds"
-TTFT_DEFINITION: dict[str, Any] = {
-    "help": "P99 of vllm:time_to_first_token_seconds over the window (histogram_quantile over the pod's buckets)",
+# latency term on vLLM's ITL P99, the input that tracks load most nearly linearly below the knee and binds first
+# on the default mix (docs/simulation.md "Which inputs read load on a real vLLM"). GPU and queue targets are what
+# `python -m adapter calibrate --simulate --engine token` proposes on the default profile and mix: the GPU term is
+# flat (100 % busy below the knee), the queue keeps 8 (it reads 0 below saturation). The ITL term's idle and
+# target come from the same engine (``itl_bounds``), read through vLLM's ITL buckets as histogram_quantile reads
+# them, with calibrate's rule: the load-tracking term is scaled so the whole composite reads 1.0 at the safe point.
+ITL_METRIC = "inference_itl_p99_seconds"
+ITL_DEFINITION: dict[str, Any] = {
+    "help": "P99 of vllm:inter_token_latency_seconds over the window (histogram_quantile over the pod's buckets)",
     "query": "histogram_quantile(0.99, sum by (<<by>>, le) "
-    "(rate(vllm:time_to_first_token_seconds_bucket{<<matchers>>}[<<window>>])))",
+    "(rate(vllm:inter_token_latency_seconds_bucket{<<matchers>>}[<<window>>])))",
     "window": "2m",
     "layouts": ["target"],
     "reduce": "max",
     "objects": "mean",
 }
-GPU_WEIGHT, QUEUE_WEIGHT, TTFT_WEIGHT = 0.4, 0.3, 0.3
+GPU_WEIGHT, QUEUE_WEIGHT, ITL_WEIGHT = 0.4, 0.3, 0.3
 QUEUE_TARGET = 8.0
 HPA_TOLERANCE = 0.1  # the HPA controller's default --horizontal-pod-autoscaler-tolerance
 
 
-def ttft_bounds(engine: TokenEngine) -> tuple[float, float]:
-    """(idle, target) of the TTFT term: the engine's TTFT P99 as ``histogram_quantile(0.99)`` reads it over
-    vLLM's TTFT buckets, on an idle pod and at the safe point ``knee / band`` (``calibrate``'s safe point, the
-    band ``1 + tolerance / (1 - flat weight)`` with the GPU term flat)."""
+def itl_bounds(engine: TokenEngine) -> tuple[float, float]:
+    """(idle, target) of the ITL term. Both read the engine's ITL P99 as ``histogram_quantile(0.99)`` reads it
+    over vLLM's ITL buckets: idle on an idle pod; the target so that, with the GPU term flat (1 when busy) and the
+    queue at 0 below saturation, the composite reads 1.0 at the safe point ``knee / band`` (``calibrate``'s safe
+    point, the band ``1 + tolerance / (1 - flat weight)``)."""
     import numpy as np
 
     from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
-    from adapter.sim.vllm_families import TTFT_BUCKETS
+    from adapter.sim.vllm_families import ITL_BUCKETS
 
     model = engine.model()
-    upper = np.asarray(TTFT_BUCKETS, dtype=np.float64)
+    upper = np.asarray(ITL_BUCKETS, dtype=np.float64)
     band = 1.0 + HPA_TOLERANCE / (1.0 - GPU_WEIGHT)
 
     def read(rate: float) -> float:
-        samples = model.at(rate).ttft_s
+        samples = model.at(rate).itl_s
         cumulative = np.append(np.searchsorted(samples, upper, side="right"), samples.size).astype(np.float64)
         return float(histogram_quantile(SLO_QUANTILE, upper, cumulative[None, :])[0])
 
-    return read(1e-3), read(engine.knee() / band)
+    idle, safe = read(1e-3), read(engine.knee() / band)
+    reading = (1.0 - GPU_WEIGHT) / ITL_WEIGHT  # what the ITL term must read at the safe point
+    return idle, idle + (safe - idle) / reading
 
 
 def token_catalog(doc: dict[str, Any], engine: TokenEngine) -> dict[str, Any]:
-    """``doc`` with the TTFT metric and the token-engine composite as ``llm_composite_load`` (a new document)."""
+    """``doc`` with the ITL metric and the token-engine composite as ``llm_composite_load`` (a new document)."""
     import copy
 
-    idle, target = ttft_bounds(engine)
+    idle, target = itl_bounds(engine)
     out = copy.deepcopy(doc)
-    out.setdefault("metrics", {})[TTFT_METRIC] = copy.deepcopy(TTFT_DEFINITION)
+    out.setdefault("metrics", {})[ITL_METRIC] = copy.deepcopy(ITL_DEFINITION)
     out.setdefault("composites", {})["llm_composite_load"] = {
-        "help": f"{GPU_WEIGHT:g} x GPU P90/100 + {QUEUE_WEIGHT:g} x queue/{QUEUE_TARGET:g} + {TTFT_WEIGHT:g} x "
-        f"(TTFT P99 - {idle:.3f})/({target:.3f} - {idle:.3f}) (demo, token engine)",
+        "help": f"{GPU_WEIGHT:g} x GPU P90/100 + {QUEUE_WEIGHT:g} x queue/{QUEUE_TARGET:g} + {ITL_WEIGHT:g} x "
+        f"(ITL P99 - {idle:.4f})/({target:.4f} - {idle:.4f}) (demo, token engine)",
         "terms": [
             {"metric": "gpu_utilization_p90", "weight": GPU_WEIGHT, "target": 100, "idle": 0, "flat": True},
             {"metric": "inference_queue_depth", "weight": QUEUE_WEIGHT, "target": QUEUE_TARGET, "idle": 0},
-            {"metric": TTFT_METRIC, "weight": TTFT_WEIGHT, "target": round(target, 4), "idle": round(idle, 4),
+            {"metric": ITL_METRIC, "weight": ITL_WEIGHT, "target": round(target, 4), "idle": round(idle, 4),
              "when_missing": "idle"},
         ],
         "objects": "mean",
@@ -240,7 +245,7 @@ def token_catalog(doc: dict[str, Any], engine: TokenEngine) -> dict[str, Any]:
 def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
     """The embedded catalog on the demo's clock (``scaled_catalog``), forecasting the demo's Deployment from
     the start (``forecast.workloads``) rather than from the first request; on the token engine with the
-    TTFT composite (``token_catalog``)."""
+    ITL composite (``token_catalog``)."""
     from adapter.demo.live import scaled_catalog
 
     if options.engine == "token":

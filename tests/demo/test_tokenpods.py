@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from adapter.demo.exporter import render_metrics
 from adapter.demo.live import catalog_document
-from adapter.demo.run import DemoOptions, build_fleet, demo_engine, token_catalog, ttft_bounds
+from adapter.demo.run import DemoOptions, build_fleet, demo_engine, itl_bounds, token_catalog
 from adapter.demo.tokenpods import TokenPods
 from adapter.settings import parse_catalog
 from adapter.sim.fleet import PodPhase
@@ -79,17 +81,29 @@ def test_a_deleted_pod_disappears_and_kept_pods_keep_their_counters() -> None:
     assert len(after) == 2 and all(after[n].success == before[n] for n in after)
 
 
-def test_the_demo_catalog_reads_ttft_with_targets_from_the_engine() -> None:
+def test_the_demo_catalog_reads_itl_and_one_at_the_safe_point() -> None:
     engine = demo_engine("llama3-8b-h100")
-    idle, target = ttft_bounds(engine)
-    # histogram_quantile over vLLM's TTFT buckets: an idle pod reads inside (0.1, 0.25], the safe point above it
-    assert 0.1 < idle < target < engine.slo.ttft_s  # type: ignore[operator]
+    idle, target = itl_bounds(engine)
+    # histogram_quantile over vLLM's ITL buckets: an idle pod reads inside (0, 0.01], one step's overhead
+    assert 0.0 < idle < 0.01 < target < engine.slo.itl_s  # type: ignore[operator]
     doc = token_catalog(catalog_document(None), engine)
     catalog = parse_catalog(doc)
-    assert "inference_ttft_p99_seconds" in catalog.names()
+    assert "inference_itl_p99_seconds" in catalog.names()
     terms = {t["metric"]: t for t in doc["composites"]["llm_composite_load"]["terms"]}
     assert [terms[m]["weight"] for m in terms] == [0.4, 0.3, 0.3]
-    assert terms["inference_ttft_p99_seconds"]["idle"] == round(idle, 4)
-    assert "time_to_first_token_seconds_bucket" in doc["metrics"]["inference_ttft_p99_seconds"]["query"]
+    assert terms["inference_itl_p99_seconds"]["idle"] == round(idle, 4)
+    assert "inter_token_latency_seconds_bucket" in doc["metrics"]["inference_itl_p99_seconds"]["query"]
+    # the composite at the safe point, the GPU busy (flat term 1) and no queue: 0.4 + 0.3 x the ITL term = 1.0
+    import numpy as np
+
+    from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
+    from adapter.sim.vllm_families import ITL_BUCKETS
+
+    upper = np.asarray(ITL_BUCKETS, dtype=np.float64)
+    band = 1.0 + 0.1 / (1.0 - 0.4)
+    samples = engine.model().at(engine.knee() / band).itl_s
+    cumulative = np.append(np.searchsorted(samples, upper, side="right"), samples.size).astype(np.float64)
+    safe = float(histogram_quantile(SLO_QUANTILE, upper, cumulative[None, :])[0])
+    assert 0.4 + 0.3 * (safe - idle) / (target - idle) == pytest.approx(1.0, abs=1e-3)
     # the embedded document is left alone
-    assert "inference_ttft_p99_seconds" not in catalog_document(None).get("metrics", {})
+    assert "inference_itl_p99_seconds" not in catalog_document(None).get("metrics", {})
