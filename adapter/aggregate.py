@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adapter.catalog import Combine, Layout, Reduce, Term
 from adapter.samples import Sample
-from adapter.settings import Combine, Layout, Reduce, Term
 
 PodKey = tuple[str, str]  # (namespace, pod)
 

@@ -39,9 +39,9 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from adapter.aggregate import CompositeValue
+from adapter.catalog import Catalog
 from adapter.exposition import escape_label_value, label_pairs
 from adapter.forecast.metrics import wape
-from adapter.settings import Catalog
 from adapter.shares import MAX_NAMESPACES
 from adapter.store import Store
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of

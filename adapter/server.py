@@ -1,6 +1,6 @@
 """Build the uvicorn server for the app: HTTPS with the security stack, or explicit plain HTTP.
 
-Both speak HTTP/1.1 through ``ServingProtocol`` (adapter/protocol.py): bounded request heads, a head read
+Both speak HTTP/1.1 through ``ServingProtocol`` (adapter/connection.py): bounded request heads, a head read
 timeout and a connection cap, in front of the app, before any byte is buffered without limit. The TLS
 handshake, which happens before the protocol sees the connection, is bounded by the same timeout through
 the event loop (``_HandshakeTimeout``).
@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from adapter.app import create_app
 from adapter.auth.setup import Security
-from adapter.protocol import DEFAULT_LIMITS, ConnectionShares, FrontProxyCheck, ServingLimits, ServingProtocol
+from adapter.connection import DEFAULT_LIMITS, ConnectionShares, FrontProxyCheck, ServingLimits, ServingProtocol
 from adapter.settings import Settings
 
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from adapter.catalog import Catalog, ForecastDef
 from adapter.errors import AdapterError
 from adapter.forecast.base import ForecastError
 from adapter.forecast.boost import boost_factor, rise_quantile
@@ -30,7 +31,6 @@ from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS, 
 from adapter.labels import EVERYTHING
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
-from adapter.settings import Catalog, ForecastDef
 from adapter.shares import ShareCounts
 from adapter.tasks import BackgroundLoop
 

@@ -32,8 +32,8 @@ from simrun import REPO, TRACE, simulate
 
 from adapter.calibrate.history import simulated_history
 from adapter.calibrate.knee import calibrate
+from adapter.catalog import load_catalog
 from adapter.cli.backtest import parse_duration
-from adapter.settings import load_catalog
 from adapter.sim.accounting import frontier_cost
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.simulate import latency_window

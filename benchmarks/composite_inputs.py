@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from adapter.aggregate import normalize
 from adapter.calibrate.knee import MIN_RISE, SATURATION_RATIO
-from adapter.settings import Term
+from adapter.catalog import Term
 from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
 from adapter.sim.mix import MIXES, TokenMix
 from adapter.sim.profiles import PROFILES, EngineProfile

@@ -3,7 +3,7 @@
 Three servers of the same app (``create_app``, plain HTTP, ``GET /livez`` through the full middleware stack),
 each a separate process, differing only in the HTTP protocol class:
 
-* ``guarded``: ``adapter.protocol.ServingProtocol`` (httptools + head bound, header count, head timeout, cap),
+* ``guarded``: ``adapter.connection.ServingProtocol`` (httptools + head bound, header count, head timeout, cap),
   what ``adapter serve`` runs;
 * ``httptools``: uvicorn's ``HttpToolsProtocol`` unchanged (the baseline: what ran before);
 * ``h11``: uvicorn's ``H11Protocol`` with ``h11_max_incomplete_event_size`` at the same head bound (the
@@ -40,7 +40,7 @@ from adapter.demo.servers import free_port  # noqa: E402
 CHILD = """
 import sys, uvicorn
 from adapter.app import create_app
-from adapter.protocol import DEFAULT_LIMITS
+from adapter.connection import DEFAULT_LIMITS
 from adapter.server import ServingConfig
 from adapter.settings import Settings
 kind, port = sys.argv[1], int(sys.argv[2])

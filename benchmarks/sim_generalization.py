@@ -35,8 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from adapter.catalog import load_catalog  # noqa: E402
 from adapter.hpa.spec import load_hpa  # noqa: E402
-from adapter.settings import load_catalog  # noqa: E402
 from adapter.sim.fleet import FleetConfig  # noqa: E402
 from adapter.sim.forecasting import history_span_s  # noqa: E402
 from adapter.sim.policies import build_policies  # noqa: E402

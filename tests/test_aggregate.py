@@ -18,8 +18,8 @@ from adapter.aggregate import (
     reduce_by_pod,
     unservable_terms,
 )
+from adapter.catalog import Term, load_catalog
 from adapter.samples import Sample
-from adapter.settings import Term, load_catalog
 
 LAYOUTS = load_catalog(None).layouts
 

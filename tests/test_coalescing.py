@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from adapter.catalog import load_catalog
 from adapter.errors import UpstreamError
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.promql import PromQL, namespace_series
-from adapter.settings import load_catalog
 from tests.support.fake_prometheus import FakePrometheus, Series
 
 NS = "co"

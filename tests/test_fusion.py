@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from adapter.aggregate import fuse
+from adapter.catalog import load_catalog
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.provider.base import MetricInfo
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.promql import Scope, namespace_series
-from adapter.settings import load_catalog
 from adapter.store import StoreConfig
 from tests.support.fake_prometheus import FakePrometheus, Series
 

@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
+from adapter.catalog import duration_seconds, load_catalog, parse_catalog
 from adapter.errors import ConfigError
-from adapter.settings import duration_seconds, load_catalog, parse_catalog
 
 DEFAULT = yaml.safe_load(open(__import__("adapter").__path__[0] + "/catalog.yaml", encoding="utf-8"))
 
@@ -143,8 +143,8 @@ def test_default_trust_model() -> None:
 
 
 def test_one_duration_rule_for_the_catalog_and_the_command_line() -> None:
+    from adapter.catalog import duration_seconds
     from adapter.cli.backtest import CliError, parse_duration
-    from adapter.settings import duration_seconds
 
     assert duration_seconds("1h30m") == 5400 and isinstance(duration_seconds("1h30m"), int)
     assert duration_seconds("250ms") == pytest.approx(0.25)

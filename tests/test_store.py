@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from adapter.aggregate import PodValue, combine, fuse
+from adapter.catalog import load_catalog, parse_catalog
 from adapter.errors import ConfigError, NotFound, TooManyRequests
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.pods.prometheus import PrometheusPodSource
@@ -28,7 +29,7 @@ from adapter.provider.prometheus import PrometheusProvider
 from adapter.quantity import parse_quantity
 from adapter.query.client import PromClient
 from adapter.query.promql import Scope
-from adapter.settings import Settings, load_catalog, parse_catalog
+from adapter.settings import Settings
 from adapter.store import Store, StoreConfig
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import KINDS, TestBackend, start_backend

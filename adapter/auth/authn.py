@@ -116,7 +116,7 @@ class Authenticator:
     def is_front_proxy(self, peer_der: bytes) -> bool:
         """True when ``peer_der`` is a certificate that may vouch for ``X-Remote-*`` headers: issued by the
         request-header CA, valid now, for client authentication, with an allowed CN. The connection layer
-        gives such connections their own pool (``adapter/protocol.py``); the request still authenticates."""
+        gives such connections their own pool (``adapter/connection.py``); the request still authenticates."""
         cfg = self.request_header
         if cfg is None:
             return False

@@ -5,7 +5,7 @@ snapshot of both files, and only a pair that loads there (certificate and key ma
 so a rotation that writes the certificate before its key keeps the last good pair serving until the key
 arrives. New CAs are added to the live trust store, and the authenticator is given the current CA set, so a
 CA removed from the files stops vouching for anyone at once. (The verified client certificate reaches the
-app through ``adapter/protocol.py``.)
+app through ``adapter/connection.py``.)
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ import numpy as np
 
 from adapter.aggregate import attribute, reduce_values
 from adapter.calibrate.knee import F64, History
+from adapter.catalog import Catalog, MetricDef, Term
 from adapter.labels import EVERYTHING
 from adapter.query.client import Backend, PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.query.results import RangeSeries
-from adapter.settings import Catalog, MetricDef, Term
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.tokenfleet import TokenEngine
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from adapter.catalog import Term
 from adapter.forecast.boost import rise_quantile
-from adapter.settings import Term
 
 F64 = npt.NDArray[np.float64]
 

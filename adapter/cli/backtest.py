@@ -40,6 +40,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from adapter.catalog import duration_seconds
 from adapter.forecast.backtest import run_backtest
 from adapter.forecast.base import ForecastError
 from adapter.forecast.registry import AUTO, DEFAULT_MODEL, MODELS
@@ -54,7 +55,6 @@ from adapter.query.backend import (
     resolve_url,
     sync_http,
 )
-from adapter.settings import duration_seconds
 
 _TRUE = {"1", "true", "yes", "y", "t"}
 # Prometheus refuses range queries of more than 11,000 points per series
@@ -68,7 +68,7 @@ class CliError(Exception):
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in ``text``: a plain number of seconds or a duration (``settings.duration_seconds``, decimals allowed)
+    """Seconds in ``text``: a plain number of seconds or a duration (``catalog.duration_seconds``, decimals allowed)
     like ``30s``, ``5m``, ``1h30m``, ``1.5h``, ``3d``, ``1w``.
 
     Raises ``CliError`` for anything else or a non-positive duration.

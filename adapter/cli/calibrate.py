@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     """0: targets proposed; 1: the knee was not reached; 2: a user error (one line on stderr)."""
     from adapter.calibrate.knee import calibrate
     from adapter.calibrate.report import catalog_snippet, summary, to_dict, write_plot
-    from adapter.settings import load_catalog
+    from adapter.catalog import load_catalog
 
     try:
         catalog = load_catalog(args.catalog)

@@ -94,11 +94,12 @@ def run(args: argparse.Namespace) -> int:
     """Explain and print; 0 on success, 1 when the adapter would answer an error (message on stderr)."""
     from rich.console import Console
 
+    from adapter.catalog import load_catalog
     from adapter.errors import AdapterError
     from adapter.explain import renderables
     from adapter.hpa.spec import load_hpa
     from adapter.query.backend import backend_settings
-    from adapter.settings import Settings, load_catalog
+    from adapter.settings import Settings
 
     settings = Settings(
         **backend_settings(args),

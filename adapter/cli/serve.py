@@ -9,6 +9,8 @@ from pathlib import Path
 
 from adapter.auth.setup import Security, SecurityOptions
 from adapter.auth.tls import TLSFiles
+from adapter.catalog import load_catalog
+from adapter.connection import DEFAULT_LIMITS, ServingLimits
 from adapter.errors import ConfigError
 from adapter.promadapter.discovery import (
     DEFAULT_RELIST_INTERVAL_S,
@@ -17,10 +19,9 @@ from adapter.promadapter.discovery import (
     RelistSettings,
     flag_seconds,
 )
-from adapter.protocol import DEFAULT_LIMITS, ServingLimits
 from adapter.provider.promadapter import RulesSetup
 from adapter.query.backend import add_backend_arguments, backend_settings
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="no TokenReview/SubjectAccessReview: only system:masters and health paths (local use)",
     )
-    lim = p.add_argument_group("limits against hostile clients (see adapter/protocol.py)")
+    lim = p.add_argument_group("limits against hostile clients (see adapter/connection.py)")
     lim.add_argument(
         "--max-connections",
         type=int,

@@ -325,8 +325,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, parse_duration: Any) -> int:
     from dataclasses import replace
 
+    from adapter.catalog import load_catalog
     from adapter.hpa.spec import HPASpecError, load_hpa
-    from adapter.settings import load_catalog
     from adapter.sim.config import Deployment, FleetConfig
     from adapter.sim.fluid import GpuPool
     from adapter.sim.policies import POLICY_NAMES, build_policies

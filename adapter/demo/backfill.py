@@ -27,9 +27,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from adapter.catalog import ForecastDef
 from adapter.demo.exporter import VLLM_ENGINE, VLLM_FINISHED_REASONS
 from adapter.exposition import label_pairs
-from adapter.settings import ForecastDef
 from adapter.sim.fleet import FleetSnapshot
 from adapter.sim.forecasting import history_points
 from adapter.sim.trace import ScaledTrace

@@ -47,12 +47,12 @@ import numpy.typing as npt
 import yaml
 
 from adapter.api.groups import PREFIX
+from adapter.catalog import DURATION, Catalog, duration_seconds, parse_catalog
 from adapter.hpa.controller import ControllerConfig, HPAModel
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec
 from adapter.quantity import milli_value, parse_quantity
-from adapter.settings import DURATION, Catalog, duration_seconds, parse_catalog
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
 from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
 from adapter.sim.fleet import Fleet, FleetSnapshot, PodPhase

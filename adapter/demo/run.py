@@ -380,10 +380,10 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
     Every child (exporter threads, Prometheus, the adapter) is stopped before returning, also on error. The
     PNG is written after a clean stop (duration or Ctrl-C) and its path printed.
     """
+    from adapter.catalog import parse_catalog
     from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
     from adapter.demo.live import catalog_document
     from adapter.demo.servers import AdapterProcess, DevServerError, free_port, scraping_prometheus
-    from adapter.settings import parse_catalog
     from adapter.sim.simulate import SimulationError
 
     def say(text: str = "") -> None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from adapter.aggregate import group_by_pod, reduce_values
 from adapter.api.wire import quantity
+from adapter.catalog import Catalog, MetricDef
 from adapter.explain.model import (
     Explanation,
     ForecastExplanation,
@@ -30,7 +31,6 @@ from adapter.provider.prometheus import MetricReading
 from adapter.quantity import milli_value, parse_quantity
 from adapter.query.promql import PromQL, Scope, render
 from adapter.samples import Sample
-from adapter.settings import Catalog, MetricDef
 from adapter.workloads import ForecastState, WorkloadKey
 
 # `NAME{<<matchers>>}` inside a catalog template: the raw series a reduction starts from.

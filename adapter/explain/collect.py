@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog
 from adapter.errors import AdapterError, BadRequest, NotFound
 from adapter.explain.build import build, explain_forecast, explain_hpa, gpu_metric, raw_queries, read_metrics
 from adapter.explain.model import Explanation
@@ -19,7 +20,6 @@ from adapter.provider.base import MetricInfo, MetricSample, MetricsProvider, Obj
 from adapter.provider.prometheus import MetricReading
 from adapter.query.promql import PromQL, Scope
 from adapter.samples import Sample
-from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 

@@ -32,12 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from adapter.aggregate import attribute
+from adapter.catalog import Catalog
 from adapter.errors import NotFound
 from adapter.labels import Selector
 from adapter.pods.matches import MatchCache
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, namespace_series
-from adapter.settings import Catalog
 from adapter.store import Store, StoreConfig
 
 PodLabels = list[tuple[str, dict[str, str]]]  # [(pod, its labels)] of a namespace

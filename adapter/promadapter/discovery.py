@@ -53,7 +53,7 @@ class RelistSettings:
 
 def flag_seconds(flag: str, text: str) -> float:
     """A duration flag (``10m``, ``90s``, ``0``) in seconds; ``ConfigError`` naming the flag otherwise."""
-    from adapter.settings import duration_seconds
+    from adapter.catalog import duration_seconds
 
     try:
         return duration_seconds(text, fractional=True) if text not in ("0", "0s") else 0.0

@@ -19,13 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from adapter.catalog import LABEL_NAME
 from adapter.errors import InternalError, NotFound
 from adapter.labels import EVERYTHING, Selector
 from adapter.promadapter.config import Rule
 from adapter.promadapter.gotemplate import Struct, TemplateError, Value
 from adapter.promadapter.resources import GroupResource
 from adapter.query.promql import PromQL, any_of, quote, selector_matchers
-from adapter.settings import LABEL_NAME
 
 
 def _literal_content(values: Sequence[str]) -> str:

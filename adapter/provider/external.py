@@ -26,12 +26,12 @@ import logging
 from dataclasses import dataclass
 
 from adapter.aggregate import combine, servable
+from adapter.catalog import BOOST_METRIC, FORECAST_METRIC
 from adapter.errors import BadRequest, NotFound, route_not_found
 from adapter.labels import EVERYTHING, Selector
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.query.promql import Scope, selector_matchers
-from adapter.settings import BOOST_METRIC, FORECAST_METRIC
 
 log = logging.getLogger(__name__)
 

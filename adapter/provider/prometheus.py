@@ -31,6 +31,7 @@ from adapter.aggregate import (
     servable,
     unservable_terms,
 )
+from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine
 from adapter.errors import TooManyRequests, UpstreamError
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
@@ -39,7 +40,6 @@ from adapter.quantity import quantity
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, render, selector_matchers
 from adapter.samples import Sample
-from adapter.settings import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine
 from adapter.store import Store, StoreConfig
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NewType
 
+from adapter.catalog import LABEL_NAME, Catalog, Layout, MetricDef
 from adapter.errors import BadRequest
 from adapter.labels import Selector
-from adapter.settings import LABEL_NAME, Catalog, Layout, MetricDef
 
 PromQL = NewType("PromQL", str)
 

@@ -1,6 +1,6 @@
 """Request-size guard in front of the app: oversized header sets get a Kubernetes ``Status`` 431 before any work.
 
-The connection protocol (``adapter/protocol.py``) already refuses heads past 97 KiB before buffering them (the
+The connection protocol (``adapter/connection.py``) already refuses heads past 97 KiB before buffering them (the
 memory bound); this finer check answers the heads in between with a proper Status, before routing and
 authentication see them.
 """

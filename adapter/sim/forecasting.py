@@ -17,7 +17,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from adapter.settings import ForecastDef
+from adapter.catalog import ForecastDef
 from adapter.sim.fluid import MINUTE_S, SimulationError
 from adapter.sim.trace import ScaledTrace
 from adapter.workloads import ForecastService, ForecastState, fit_history

@@ -41,13 +41,13 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
+from adapter.catalog import Catalog, CompositeDef, ForecastDef, duration_seconds
 from adapter.errors import ConfigError
 from adapter.forecast.registry import AUTO, MODELS
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo, is_ignored
 from adapter.hpa.spec import HPASpec, MetricSpec, MetricTarget, hpa_from_dict
 from adapter.quantity import milli
-from adapter.settings import Catalog, CompositeDef, ForecastDef, duration_seconds
 
 POLICY_NAMES: tuple[str, ...] = ("cpu", "gpu", "queue", "composite", "boosted")
 MANIFEST_POLICY = "hpa"

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from adapter.catalog import Catalog
 from adapter.hpa.controller import HPAModel
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
-from adapter.settings import Catalog
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
 from adapter.sim.config import FleetConfig
 from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool, SimulationError

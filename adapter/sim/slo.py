@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adapter.settings import duration_seconds
+from adapter.catalog import duration_seconds
 
 BOUND_NAMES = ("ttft", "itl", "e2e")
 DEFAULT_SLO = "ttft=2s,itl=100ms"

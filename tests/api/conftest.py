@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from adapter.app import create_app
-from adapter.settings import Settings, load_catalog
+from adapter.catalog import load_catalog
+from adapter.settings import Settings
 from tests.support.api_table import DEPLOYMENTS, METRICS, PODS, TS, WINDOWS
 from tests.support.provider_double import ProviderDouble, in_process
 

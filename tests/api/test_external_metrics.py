@@ -18,8 +18,9 @@ import httpx
 import pytest
 import yaml
 
+from adapter.catalog import load_catalog
 from adapter.quantity import parse_quantity
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 

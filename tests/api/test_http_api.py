@@ -10,8 +10,9 @@ import json
 import httpx
 import pytest
 
+from adapter.catalog import load_catalog
 from adapter.demo.servers import free_port
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import TestBackend
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapter.catalog import load_catalog
 from adapter.errors import ConfigError
 from adapter.quantity import parse_quantity
 from adapter.query.backend import BackendAccess, check_access
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from tests.backends.conftest import PODS, World
 from tests.support.adapter_server import running_adapter
 from tests.support.fleet_data import expected

@@ -25,11 +25,12 @@ import httpx
 import pytest
 import yaml
 
+from adapter.catalog import load_catalog
 from adapter.demo.servers import LOOPBACK, PrometheusProcess, free_port
 from adapter.quantity import parse_quantity
 from adapter.query.backend import BackendAccess
 from adapter.query.results import PartialAnswer, loads, parse_vector
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
 from tests.support.fleet_data import PodSpec, build, expected

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from adapter.__main__ import main
+from adapter.catalog import parse_catalog
 from adapter.demo.servers import free_port
-from adapter.settings import parse_catalog
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.latency import WaitModel, knee_rate
 

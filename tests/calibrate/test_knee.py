@@ -11,7 +11,7 @@ import pytest
 from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import over_threshold, simulated_history
 from adapter.calibrate.knee import History, LoadBin, calibrate, demand_growth, find_knee, load_bins, propose_terms
-from adapter.settings import CompositeDef, Term, load_catalog
+from adapter.catalog import CompositeDef, Term, load_catalog
 from adapter.sim.fleet import FleetConfig
 
 TERMS = load_catalog(None).composites["llm_composite_load"].terms

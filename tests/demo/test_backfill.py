@@ -9,10 +9,10 @@ import httpx
 import numpy as np
 import pytest
 
+from adapter.catalog import parse_catalog
 from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
 from adapter.demo.live import catalog_document
 from adapter.demo.servers import PrometheusProcess
-from adapter.settings import parse_catalog
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.forecasting import history_points
 from adapter.sim.trace import RateTrace, ScaledTrace

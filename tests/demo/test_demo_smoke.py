@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
+from adapter.catalog import parse_catalog
 from adapter.demo.live import catalog_document
 from adapter.quantity import parse_quantity
-from adapter.settings import parse_catalog
 
 pytestmark = pytest.mark.binary("prometheus", "promtool")
 

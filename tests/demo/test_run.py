@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from adapter.__main__ import build_parser
+from adapter.catalog import parse_catalog
 from adapter.demo.exporter import RunnerStatus
 from adapter.demo.live import catalog_document
 from adapter.demo.run import (
@@ -22,7 +23,6 @@ from adapter.demo.run import (
     status_line,
 )
 from adapter.demo.timeline import Sample, Timeline
-from adapter.settings import parse_catalog
 from adapter.sim.simulate import SimulationError
 from adapter.sim.trace import RateSample, RateStatus
 

@@ -19,7 +19,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from adapter.settings import load_catalog
+from adapter.catalog import load_catalog
 from tests.support.manifests import (
     MANIFESTS,
     REPO,

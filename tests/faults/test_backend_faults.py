@@ -12,8 +12,9 @@ import time
 import httpx
 import pytest
 
+from adapter.catalog import load_catalog
 from adapter.quantity import parse_quantity
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 from tests.support.fault_proxy import FaultProxy

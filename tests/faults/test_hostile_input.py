@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapter.catalog import load_catalog
 from adapter.labels import parse_selector
 from adapter.query.promql import Scope, render
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend
 from tests.support.promql import split_literals

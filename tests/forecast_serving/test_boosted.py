@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from adapter import workloads
+from adapter.catalog import load_catalog
 from adapter.forecast.boost import boost_factor, rise_quantile
 from adapter.forecast.registry import get_model
 from adapter.quantity import parse_quantity
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
 from tests.support.backends import Series, TestBackend
 from tests.support.fleet_data import PodSpec, build, expected

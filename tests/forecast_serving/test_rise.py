@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from adapter.catalog import parse_catalog
 from adapter.demo.live import catalog_document
 from adapter.forecast.boost import rise_quantile
-from adapter.settings import parse_catalog
 from adapter.workloads import fit_history
 
 

@@ -21,8 +21,9 @@ import time
 import httpx
 import pytest
 
+from adapter.catalog import ForecastDef, load_catalog
 from adapter.quantity import parse_quantity
-from adapter.settings import ForecastDef, Settings, load_catalog
+from adapter.settings import Settings
 from tests.forecast_serving.test_boosted import at_load, independent_boost, load_ramp
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import TestBackend

@@ -25,9 +25,10 @@ from urllib.parse import quote
 import httpx
 import yaml
 
+from adapter.catalog import parse_catalog
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.quantity import parse_quantity
-from adapter.settings import Settings, parse_catalog
+from adapter.settings import Settings
 from adapter.store import Store
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend

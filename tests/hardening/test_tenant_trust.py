@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from adapter.api.wire import quantity
-from adapter.settings import load_catalog
+from adapter.catalog import load_catalog
 from tests.hardening.tenant_support import Exporter, scrape_job, scraped
 
 BASE = "/apis/custom.metrics.k8s.io/v1beta2"

@@ -19,7 +19,8 @@ from importlib import resources
 import httpx
 import yaml
 
-from adapter.settings import Settings, parse_catalog
+from adapter.catalog import parse_catalog
+from adapter.settings import Settings
 from adapter.workloads import WorkloadKey
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend

@@ -15,7 +15,8 @@ import time
 
 import httpx
 
-from adapter.settings import Settings, load_catalog
+from adapter.catalog import load_catalog
+from adapter.settings import Settings
 from tests.forecast_serving.test_boosted import history
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend

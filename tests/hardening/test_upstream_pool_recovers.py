@@ -22,7 +22,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from adapter.settings import Settings, load_catalog
+from adapter.catalog import load_catalog
+from adapter.settings import Settings
 from tests.faults.test_backend_faults import PODS, assert_real_values
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import TestBackend

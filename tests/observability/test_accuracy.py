@@ -17,9 +17,9 @@ import httpx
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
+from adapter.catalog import load_catalog
 from adapter.observability import Observability
 from adapter.query.client import PromClient
-from adapter.settings import load_catalog
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey
 from tests.support.backends import Series, TestBackend
 

@@ -18,10 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.aggregate import CompositeValue, TermValue
 from adapter.app import create_app
+from adapter.catalog import load_catalog
 from adapter.observability import Issued, Observability, score_forecast
 from adapter.query.client import PromClient
 from adapter.routes.observability import classify
-from adapter.settings import Settings, load_catalog
+from adapter.settings import Settings
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey
 
 

@@ -14,11 +14,11 @@ import time
 import httpx
 import pytest
 
+from adapter.catalog import load_catalog
 from adapter.labels import parse_selector
 from adapter.pods.matches import BUDGET, MatchCache
 from adapter.pods.prometheus import PrometheusPodSource
 from adapter.query.client import PromClient
-from adapter.settings import load_catalog
 from tests.support.backends import TestBackend
 from tests.support.fleet_data import PodSpec, build
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapter.catalog import load_catalog
 from adapter.errors import BadRequest
 from adapter.labels import EVERYTHING, parse_selector
 from adapter.query.promql import Scope, any_of, quote, regex_quote, render
-from adapter.settings import load_catalog
 from tests.support.promql import split_literals
 
 CATALOG = load_catalog(None)

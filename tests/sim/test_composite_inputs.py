@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.settings import parse_catalog
+from adapter.catalog import parse_catalog
 from adapter.sim.mix import MIXES
 from adapter.sim.profiles import PROFILES
 

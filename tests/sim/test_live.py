@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from adapter.catalog import duration_seconds, parse_catalog
 from adapter.demo.live import (
     LiveOptions,
     _count_at_most,
@@ -25,7 +26,6 @@ from adapter.demo.live import (
 )
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.spec import HPASpec, load_hpa
-from adapter.settings import duration_seconds, parse_catalog
 from adapter.sim.fleet import Fleet, PodPhase
 from adapter.sim.policies import build_policy
 from adapter.sim.simulate import SimulationConfig, SimulationError, SyncRecord, run_policy

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from adapter.api.wire import quantity
+from adapter.catalog import load_catalog
 from adapter.hpa.spec import load_hpa
 from adapter.quantity import milli_value, parse_quantity
-from adapter.settings import load_catalog
 from adapter.sim.accounting import oracle_gpu_hours, oracle_pods, violated_minutes
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.fluid import FluidFleet, GpuPool, SimulationError

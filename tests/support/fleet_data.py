@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adapter.settings import load_catalog
+from adapter.catalog import load_catalog
 from tests.support.backends import Series
 
 # vLLM V1 e2e_request_latency_seconds bucket bounds (tests/data/samples/vllm.prom).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapter.settings import load_catalog
+from adapter.catalog import load_catalog
 from adapter.sim.fleet import FleetConfig
 
 CATALOG = load_catalog(None)
