@@ -135,7 +135,9 @@ def create_app(
         app: FastAPI, setup: RulesSetup, prov: PrometheusProvider, client: PromClient, pods: PodSource
     ) -> RulesProvider:
         store = settings.catalog.store if setup.stored else None
-        rules = RulesProvider(setup.config, client, pods, clock, relist=setup.relist, store=store)
+        rules = RulesProvider(
+            setup.config, client, pods, clock, relist=setup.relist, store=store, on_modes=obs.rule_modes
+        )
         await rules.start()
         dispatcher = Dispatcher(prov, rules)
         for name in dispatcher.clashes():

@@ -15,7 +15,9 @@ into the edges through small hooks, each a plain method:
   namespace). A key's ``selector`` label is ``selector_id`` of its metricLabelSelector, never its text;
 - ``namespace_share_exceeded_total{budget, namespace}``: the store's and the forecast service's share events,
   ``store_namespace_keys{namespace}`` and ``store_namespace_loads_total{namespace, kind}``: what each namespace
-  holds and costs (``adapter/shares.py``; at most ``MAX_NAMESPACES`` namespaces by name, the rest ``other``).
+  holds and costs (``adapter/shares.py``; at most ``MAX_NAMESPACES`` namespaces by name, the rest ``other``);
+- ``rule_modes(modes)``: ``promadapter_rule_mode{rule, resource, mode}`` 1 per prometheus-adapter rule and
+  resource, ``mode`` ``stored`` or ``direct`` (``RulesProvider.mode_table``, set after each discovery).
 
 No label value is text a tenant chose beyond a Kubernetes name (namespace, pod, Deployment: DNS names of at
 most 253 characters). Cardinality is bounded by construction: label values are either fixed sets (route,
@@ -194,6 +196,12 @@ class Observability:
         self.catalog_rules = Gauge(
             PREFIX + "catalog_rules", "Rules in the loaded metric catalog, by kind", ["kind"], registry=r
         )
+        self.rule_mode = Gauge(
+            PREFIX + "promadapter_rule_mode",
+            "1 per prometheus-adapter rule and resource it serves, labelled how it is answered (stored or direct)",
+            ["rule", "resource", "mode"],
+            registry=r,
+        )
         self.catalog_loaded = Gauge(
             PREFIX + "catalog_loaded_timestamp_seconds", "Unix time the metric catalog in use was loaded", registry=r
         )
@@ -259,6 +267,12 @@ class Observability:
         self.boost_flat_share.set(catalog.boost_flat_share)
 
     # -- HTTP --------------------------------------------------------------------------------------
+    def rule_modes(self, modes: Sequence[tuple[str, str, str]]) -> None:
+        """The prometheus-adapter rules' (rule, resource, mode) after a discovery: the gauge holds these only."""
+        self.rule_mode.clear()
+        for rule, resource, mode in modes:
+            self.rule_mode.labels(rule=rule, resource=resource, mode=mode).set(1)
+
     def request(self, route: str, version: str, code: int, seconds: float) -> None:
         """One HTTP request answered (route and version are bounded labels: routes/observability.py)."""
         self.requests.labels(route, version, str(code)).inc()

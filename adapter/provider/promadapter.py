@@ -108,6 +108,7 @@ class RulesProvider:
         relist: RelistSettings = DEFAULT_RELIST,
         store: StoreConfig | None = None,
         table: ResourceTable = BUILTIN,
+        on_modes: Callable[[list[tuple[str, str, str]]], None] | None = None,
     ) -> None:
         self.config = config
         self.client = client
@@ -115,6 +116,7 @@ class RulesProvider:
         self.clock = clock
         self.relist = relist
         self.table = table
+        self.on_modes = on_modes  # told (rule, resource, mode) after every discovery swapped in
         self.registry = EMPTY
         self.listings = 0  # successful re-lists
         self.listing_error = ""  # the last failed re-list's reason, "" after a success
@@ -140,6 +142,8 @@ class RulesProvider:
             self._loop.interval_s = min(self.relist.interval_s, RETRY_S)
             return
         self.registry = registry
+        if self.on_modes is not None:
+            self.on_modes(self.mode_table())
         self.listings += 1
         self.listing_error = ""
         self._loop.interval_s = self.relist.interval_s
@@ -150,6 +154,23 @@ class RulesProvider:
         if key not in self._stored:
             self._stored[key] = self.store is not None and groups_by_resource(rule, resource)
         return self._stored[key]
+
+    def mode_table(self) -> list[tuple[str, str, str]]:
+        """(rule, resource or ``external``, ``stored``/``direct``) for every resource a rule serves; the rule by
+        its place in the file (``rules[0]``, ``externalRules[1]``), never by its text (a tenant's series)."""
+        rows = {
+            (
+                source.rule.where.split(" ", 1)[0],
+                str(m.resource),
+                "stored" if self.stored(source.rule, m.resource) else "direct",
+            )
+            for m, source in self.registry.custom.items()
+        }
+        external = "direct" if self.store is None else "stored"
+        rows |= {
+            (source.rule.where.split(" ", 1)[0], "external", external) for source in self.registry.external.values()
+        }
+        return sorted(rows)
 
     def modes(self) -> list[str]:
         """Per rule, how each resource it serves is answered (``rules[0] (...): pods stored, services direct``):

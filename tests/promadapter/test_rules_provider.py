@@ -16,6 +16,7 @@ import pytest
 from adapter.__main__ import main
 from adapter.errors import NotFound
 from adapter.labels import EVERYTHING
+from adapter.observability import Observability
 from adapter.promadapter.config import parse_config
 from adapter.promadapter.metrics_query import groups_by_resource
 from adapter.promadapter.resources import GroupResource
@@ -94,8 +95,21 @@ async def _asked(backend: TestBackend, namespace: str, now: float, metric: str, 
 
     settings = Settings(prometheus_url=backend.url, backend=backend.kind)  # type: ignore[arg-type]
     async with open_backend(settings, observer=observe) as client:
-        rules = RulesProvider(parse_config(RULES), client, None, lambda: now, store=StoreConfig() if store else None)
+        obs = Observability(clock=lambda: now)
+        rules = RulesProvider(
+            parse_config(RULES),
+            client,
+            None,
+            lambda: now,
+            store=StoreConfig() if store else None,
+            on_modes=obs.rule_modes,
+        )
         await rules.relist_once()
+        exposed = obs.exposition().decode()
+        for rule, mode in zip(rules.config.rules, ["stored", "direct"] if store else ["direct"] * 2, strict=True):
+            for resource in ["namespaces", "pods"]:
+                labels = f'mode="{mode}",resource="{resource}",rule="{rule.where.split()[0]}"'
+                assert f"llm_hpa_adapter_promadapter_rule_mode{{{labels}}} 1.0" in exposed
         if store:
             modes = zip(rules.config.rules, ["stored", "direct"], strict=True)
             assert rules.modes() == [f"{r.where}: namespaces {m}, pods {m}" for r, m in modes]
