@@ -88,7 +88,7 @@ def test_terms_refreshing_at_once_leave_a_fusion_of_the_newest_values(monkeypatc
             store = provider.store
             assert store is not None
             store.monotonic = lambda: now[0]
-            names = provider._names(COMPOSITE)
+            names = provider.served[COMPOSITE].names
             keys = [(NS, n, EVERYTHING) for n in names]
 
             async def poll() -> dict[str, float]:

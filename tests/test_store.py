@@ -78,7 +78,7 @@ def test_served_values_equal_a_direct_computation_at_the_same_time(
             assert provider.store is not None
             info = MetricInfo("pods", metric, True)
             served = by_pod(await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING))
-            names = provider._names(metric)
+            names = provider.served[metric].names
             scope = Scope(unique_ns, tuple(sorted(served)))
             # The direct path: a query over just these pods, evaluated when the store's own query for that
             # catalog metric was (a rate over a window depends on the evaluation time).
@@ -105,7 +105,7 @@ def test_served_values_equal_a_direct_computation_at_the_same_time(
                 MetricInfo("deployments.apps", metric, True),
                 EVERYTHING,
             )
-            rule = provider._combine_rule(metric)
+            rule = provider.served[metric].combine
             assert math.isclose(obj.value, combine(list(served.values()), rule), rel_tol=1e-12)
 
     asyncio.run(main())
@@ -127,7 +127,7 @@ def test_a_composite_fused_at_refresh_equals_a_direct_computation(prometheus: Te
             info = MetricInfo("pods", metric, True)
             first = by_pod(await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING))
             assert first
-            names = provider._names(metric)
+            names = provider.served[metric].names
             keys = [(unique_ns, n, EVERYTHING) for n in names]
             before = [provider.store.peek(k) for k in keys]
             now[0] += 15 * 1.5  # every term is due: they refresh together

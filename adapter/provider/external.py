@@ -93,14 +93,13 @@ class ExternalProvider:
         if not reading.values:
             return []
         values = list(reading.values.values())
-        catalog = self.provider.catalog
-        rule = catalog.metrics[metric].objects if metric in catalog.metrics else catalog.composites[metric].objects
-        combined = combine([v.value for v in values], rule)
+        served = self.provider.served[metric]
+        combined = combine([v.value for v in values], served.combine)
         if not servable(combined):  # a sum of large per-pod values
             log.warning("external %s in %s: combined value %r is not servable", metric, namespace, combined)
             return []
         labels = {r.key: r.values[0] for r in selector.requirements if r.operator in ("=", "==")}
-        return [ExternalValue(metric, labels, max(v.ts for v in values), combined, self.provider.window_s(metric))]
+        return [ExternalValue(metric, labels, max(v.ts for v in values), combined, served.window_s)]
 
     def _deployments(self, namespace: str, selector: Selector) -> list[str]:
         named: set[str] | None = None

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from adapter.aggregate import (
     CompositeValue,
@@ -31,7 +31,7 @@ from adapter.aggregate import (
     servable,
     unservable_terms,
 )
-from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine
+from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine, Term
 from adapter.errors import TooManyRequests, UpstreamError
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
@@ -59,6 +59,60 @@ class MetricReading:
     terms: dict[str, dict[str, PodValue]] | None = None  # composites: each term's per-pod values
     age_s: float = 0.0  # how old the data is (the oldest of its catalog metrics)
     quantities: Mapping[str, str] | None = None  # pod -> its value's Quantity, when formatted already
+
+
+Kind = Literal["metric", "composite", "boosted", "forecast", "boost"]
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """One served metric, resolved once when the provider is built: the request path dispatches on this record
+    and never matches the metric's name against the catalog again."""
+
+    name: str
+    kind: Kind
+    resources: tuple[str, ...]  # the API resources it is served for
+    base: str  # what is read from the backend: itself, the boosted composite's base; "" for forecast and boost
+    window_s: int | None
+    combine: Combine  # how an object's pods combine (the base's rule for the boosted composite)
+    names: tuple[str, ...] = ()  # the catalog metrics a read queries (itself, or the composite's terms)
+    terms: tuple[Term, ...] = ()  # a composite's terms (the base's for the boosted composite)
+    flat: frozenset[str] = frozenset()  # the boosted composite's flat terms (``aggregate.at_load``)
+
+
+def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
+    """Every metric the provider serves, by name: catalog metrics and composites on every resource, and with a
+    forecast section and a forecast service the boosted composite (pods, Deployments), the forecast and the boost
+    (Deployments)."""
+    every = tuple(RESOURCES)
+    out: dict[str, Served] = {}
+    for name in catalog.names():  # discovery lists them in this order
+        if name in catalog.metrics:
+            mdef = catalog.metrics[name]
+            out[name] = Served(name, "metric", every, name, mdef.window_seconds, mdef.objects, (name,))
+            continue
+        cdef = catalog.composites[name]
+        windows = [w for t in cdef.terms if (w := catalog.metrics[t.metric].window_seconds) is not None]
+        names = tuple(dict.fromkeys(t.metric for t in cdef.terms))
+        window = max(windows) if windows else None
+        out[name] = Served(name, "composite", every, name, window, cdef.objects, names, cdef.terms, cdef.flat_metrics)
+    if catalog.forecast is not None and forecasting:
+        base = out[catalog.forecast.base]
+        boosted = catalog.forecast.boosted
+        out[boosted] = Served(
+            boosted,
+            "boosted",
+            ("pods", "deployments.apps"),
+            base.name,
+            base.window_s,
+            base.combine,
+            base.names,
+            base.terms,
+            base.flat,
+        )
+        out[FORECAST_METRIC] = Served(FORECAST_METRIC, "forecast", ("deployments.apps",), "", None, "max")
+        out[BOOST_METRIC] = Served(BOOST_METRIC, "boost", ("deployments.apps",), "", None, "max")
+    return out
 
 
 # A key of the value store: (namespace, catalog metric, the request's metricLabelSelector).
@@ -120,58 +174,28 @@ class PrometheusProvider:
         # Composites asked for, per (namespace, composite, metricLabelSelector): fused for the whole namespace
         # whenever one of their terms refreshes (None until then), so a poll only picks its pods' values.
         self._fused: dict[StoreKey, FusedValues | None] = {}
-        # Forecast metrics and the resources they are served for (a forecast is about a workload).
-        self._forecast_resources: dict[str, tuple[str, ...]] = {}
-        if catalog.forecast is not None and forecasts is not None:
-            self._forecast_resources = {
-                catalog.forecast.boosted: ("pods", "deployments.apps"),
-                FORECAST_METRIC: ("deployments.apps",),
-                BOOST_METRIC: ("deployments.apps",),
-            }
+        # Every served metric, resolved once: its kind, window, combine rule, terms (a forecast is about a workload).
+        self.served: dict[str, Served] = resolve(catalog, forecasts is not None)
+        self._served_on: dict[tuple[str, str], Served] = {
+            (name, resource): s for name, s in self.served.items() for resource in s.resources
+        }
 
     # -- discovery ---------------------------------------------------------------------------------
     def list_all_metrics(self) -> list[MetricInfo]:
-        infos = [
-            MetricInfo(resource, name, namespaced)
-            for name in self.catalog.names()
-            for resource, (_, _, namespaced) in RESOURCES.items()
-        ]
-        infos += [
-            MetricInfo(resource, name, RESOURCES[resource][2])
-            for name, resources in self._forecast_resources.items()
-            for resource in resources
-        ]
-        return infos
+        return [MetricInfo(resource, name, RESOURCES[resource][2]) for name, resource in self._served_on]
 
-    def knows(self, metric: str, resource: str | None = None) -> bool:
-        if metric in self._forecast_resources:
-            return resource is None or resource in self._forecast_resources[metric]
-        return metric in self.catalog.metrics or metric in self.catalog.composites
+    def knows(self, metric: str) -> bool:
+        """Whether ``metric`` is served on some resource (explain's question)."""
+        return metric in self.served
 
-    def window_s(self, metric: str) -> int | None:
-        if metric in self._forecast_resources:
-            assert self.catalog.forecast is not None
-            return self.window_s(self.catalog.forecast.base) if metric == self.catalog.forecast.boosted else None
-        if metric in self.catalog.metrics:
-            return self.catalog.metrics[metric].window_seconds
-        windows = [self.catalog.metrics[t.metric].window_seconds for t in self.catalog.composites[metric].terms]
-        present = [w for w in windows if w is not None]
-        return max(present) if present else None
-
-    def _combine_rule(self, metric: str) -> Combine:
-        if self.catalog.forecast is not None and metric == self.catalog.forecast.boosted:
-            metric = self.catalog.forecast.base
-        if metric in self.catalog.metrics:
-            return self.catalog.metrics[metric].objects
-        return self.catalog.composites[metric].objects
+    def _resolve(self, info: MetricInfo) -> Served:
+        """The served record of a request's metric on its resource; NotFound when it is not served there."""
+        served = self._served_on.get((info.metric, info.resource))
+        if served is None:
+            raise metric_not_found(info)
+        return served
 
     # -- reading -----------------------------------------------------------------------------------
-    def _names(self, metric: str) -> list[str]:
-        """The catalog metrics a read of ``metric`` queries (itself, or a composite's terms)."""
-        if metric in self.catalog.metrics:
-            return [metric]
-        return list(dict.fromkeys(t.metric for t in self.catalog.composites[metric].terms))
-
     async def _load_namespace(self, key: StoreKey, at: float) -> NamespaceValues:
         """The store's loader: one batched query for every pod of the namespace, reduced off the event loop
         (tens of thousands of pods take long enough to hold up every other request)."""
@@ -199,7 +223,7 @@ class PrometheusProvider:
         # kept only if the other values are still the stored ones when it is done, else it is redone; the last
         # refresh to finish sees every other term's newest value, so what stays fused is current.
         for ns, composite, sel in list(self._fused):
-            if ns != namespace or sel != metric_selector or name not in (names := self._names(composite)):
+            if ns != namespace or sel != metric_selector or name not in (names := self.served[composite].names):
                 continue
             for _ in range(3):
                 sources = [loaded if n == name else self._peek_value((ns, n, sel)) for n in names]
@@ -220,8 +244,9 @@ class PrometheusProvider:
     def _fuse_namespace(self, metric: str, sources: tuple[NamespaceValues, ...]) -> FusedValues:
         """``fuse`` over every pod of the namespace: each pod's composite depends on its own term values only,
         so the pods of any request get exactly what fusing just their values gives."""
-        per_metric = {n: v.values for n, v in zip(self._names(metric), sources, strict=True)}
-        composite = fuse(self.catalog.composites[metric].terms, per_metric)
+        served = self.served[metric]
+        per_metric = {n: v.values for n, v in zip(served.names, sources, strict=True)}
+        composite = fuse(served.terms, per_metric)
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in composite.items()}
         return FusedValues(sources, composite, values, {pod: quantity(pv.value) for pod, pv in values.items()})
 
@@ -234,14 +259,14 @@ class PrometheusProvider:
             self.observer.series_rejected(metric, rejected.counts)
         return tuple(rejected.notes)
 
-    def _check_terms(self, metric: str, scope: Scope, per_metric: Mapping[str, Mapping[str, PodValue]]) -> None:
+    def _check_terms(self, metric: Served, scope: Scope, per_metric: Mapping[str, Mapping[str, PodValue]]) -> None:
         """A required composite term with no series for any pod of a list or Deployment is a partial answer:
         serving what is left would re-weight or silently drop every pod. (For one named pod the term's absence
         is just that pod's missing value: 404, as for any metric.)"""
-        gone = unservable_terms(self.catalog.composites[metric].terms, per_metric)
+        gone = unservable_terms(metric.terms, per_metric)
         if gone and (scope.pods is None or len(scope.pods) > 1):
             raise UpstreamError(
-                f"{metric} is unavailable in namespace {scope.namespace}: no series for "
+                f"{metric.name} is unavailable in namespace {scope.namespace}: no series for "
                 f"{', '.join(gone)} for any of the pods (is its exporter scraped?)"
             )
 
@@ -251,7 +276,8 @@ class PrometheusProvider:
         if self.store is None or scope.pod_regex is not None:
             return await self.read(metric, scope, metric_selector)
         store = self.store
-        names = self._names(metric)
+        served = self.served[metric]
+        names = served.names
         keys = [(scope.namespace, n, metric_selector) for n in names]
         if all(store.has(k) for k in keys):  # the usual case: no suspension, so no task per key either
             fresh = [await store.get(k) for k in keys]
@@ -269,11 +295,11 @@ class PrometheusProvider:
                 store.refresh_soon(key, [p for p in wanted if p not in values])
         queries = {n: f.value.query for n, f in zip(names, fresh, strict=True)}
         age = max(f.age_s for f in fresh)
-        if metric in self.catalog.metrics:
+        if served.kind == "metric":
             return MetricReading(
                 metric, per_metric[metric], queries, {}, age_s=age, quantities=fresh[0].value.quantities
             )
-        self._check_terms(metric, scope, per_metric)
+        self._check_terms(served, scope, per_metric)
         fkey = (scope.namespace, metric, metric_selector)
         cached = self._fused.get(fkey)
         quantities: Mapping[str, str] | None = None
@@ -289,7 +315,7 @@ class PrometheusProvider:
                 if len(self._fused) >= self.store.config.max_keys:  # bounded like the store's keys
                     self._prune_fused()
                 self._fused[fkey] = None
-            fused = fuse(self.catalog.composites[metric].terms, per_metric)
+            fused = fuse(served.terms, per_metric)
             values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
@@ -303,7 +329,7 @@ class PrometheusProvider:
         store = self.store
         assert store is not None
         for ns, composite, sel in list(self._fused):
-            if not all(store.has((ns, n, sel)) for n in self._names(composite)):
+            if not all(store.has((ns, n, sel)) for n in self.served[composite].names):
                 del self._fused[(ns, composite, sel)]
         if len(self._fused) >= store.config.max_keys:
             self._fused.clear()
@@ -311,9 +337,10 @@ class PrometheusProvider:
     def data_age(self, namespace: str, metric: str, metric_selector: Selector = EVERYTHING) -> float | None:
         """How old the stored data behind ``metric`` in ``namespace`` is (the oldest of its catalog metrics);
         None when the store is off or does not hold it."""
-        if self.store is None or not (self.knows(metric) and metric not in self._forecast_resources):
+        served = self.served.get(metric)
+        if self.store is None or served is None or served.kind not in ("metric", "composite"):
             return None
-        fresh = [self.store.peek((namespace, n, metric_selector)) for n in self._names(metric)]
+        fresh = [self.store.peek((namespace, n, metric_selector)) for n in served.names]
         return None if any(f is None for f in fresh) else max(f.age_s for f in fresh if f is not None)
 
     async def start(self) -> None:
@@ -329,7 +356,8 @@ class PrometheusProvider:
     ) -> MetricReading:
         """Per-pod values of a catalog metric or composite over ``scope`` (one query per catalog metric)."""
         at = self.clock() if at is None else at
-        names = self._names(metric)
+        served = self.served[metric]
+        names = served.names
         queries = {n: render(self.catalog.metrics[n], self.catalog, scope, metric_selector) for n in names}
         answers = await asyncio.gather(*(self.client.query(queries[n], at) for n in names))
         samples = dict(zip(names, answers, strict=True))
@@ -347,16 +375,18 @@ class PrometheusProvider:
             for n in names
         }
         notes = self._report_rejected(metric, scope.namespace, rejected)
-        if metric in self.catalog.metrics:
+        if served.kind == "metric":
             return MetricReading(metric, per_metric[metric], queries, samples, rejected=notes)
-        self._check_terms(metric, scope, per_metric)
-        fused = fuse(self.catalog.composites[metric].terms, per_metric)
+        self._check_terms(served, scope, per_metric)
+        fused = fuse(served.terms, per_metric)
         if self.observer is not None:
             self.observer.composite_read(scope.namespace, metric, fused, scope.pods)
         values = {pod: PodValue(cv.value, cv.ts, len(cv.terms)) for pod, cv in fused.items()}
         return MetricReading(metric, values, queries, samples, composite=fused, rejected=notes, terms=per_metric)
 
-    def _sample(self, obj: ObjectRef, info: MetricInfo, pv: PodValue, metric_selector: Selector) -> MetricSample:
+    def _sample(
+        self, obj: ObjectRef, info: MetricInfo, served: Served, pv: PodValue, metric_selector: Selector
+    ) -> MetricSample:
         """The served sample; NotFound (never a value no HPA can read, never a 500) when it is out of range."""
         if not servable(pv.value, pv.ts):
             log.warning(
@@ -371,16 +401,14 @@ class PrometheusProvider:
             raise metric_not_found(
                 info, obj.name, reason="its value is beyond what an HPA can read (its milli-value overflows int64)"
             )
-        metric = info.metric
         return MetricSample(
-            obj=obj, metric=metric, ts=pv.ts, value=pv.value, window_s=self.window_s(metric), selector=metric_selector
+            obj=obj, metric=info.metric, ts=pv.ts, value=pv.value, window_s=served.window_s, selector=metric_selector
         )
 
     async def get_metric_by_selector(
         self, namespace: str, selector: Selector, info: MetricInfo, metric_selector: Selector
     ) -> PodSamples | list[MetricSample]:
-        if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
-            raise metric_not_found(info)
+        served = self._resolve(info)
         selector_matchers(metric_selector)  # a selector PromQL cannot express is a 400 even with no pods
         if info.resource != "pods":
             raise metric_not_found(info, reason="only pods can be listed by selector; name the object instead")
@@ -388,49 +416,40 @@ class PrometheusProvider:
         if not pods:
             return []
         # The workload key (every pod's Deployment) is only worked out for a boosted metric.
-        boost = self._boost(key_for_pods(namespace, pods), info.metric) if self._is_boosted(info.metric) else 1.0
-        reading = await self.current(self._base(info.metric), Scope(namespace, tuple(pods)), metric_selector)
+        boost = self._boost(key_for_pods(namespace, pods), served)
+        reading = await self.current(served.base, Scope(namespace, tuple(pods)), metric_selector)
         values = reading.values
         found = [pod for pod in pods if pod in values]
         return PodSamples(
             namespace,
             info.metric,
-            self.window_s(info.metric),
+            served.window_s,
             metric_selector,
             found,
             [values[pod].ts for pod in found],
-            [self._at_load(reading, pod, boost) for pod in found],
+            [self._at_load(reading, served, pod, boost) for pod in found],
             reading.quantities if boost == 1.0 else None,
         )
 
     # -- forecast ----------------------------------------------------------------------------------
-    def _base(self, metric: str) -> str:
-        """The catalog metric read from the backend for ``metric`` (the boosted one reads its base)."""
-        if self.catalog.forecast is not None and metric == self.catalog.forecast.boosted:
-            return self.catalog.forecast.base
-        return metric
-
-    def _is_boosted(self, metric: str) -> bool:
-        return (
-            self.forecasts is not None and self.catalog.forecast is not None and metric == self.catalog.forecast.boosted
-        )
-
-    def _at_load(self, reading: MetricReading, pod: str, boost: float) -> float:
+    def _at_load(self, reading: MetricReading, served: Served, pod: str, boost: float) -> float:
         """The pod's value at ``boost`` times its load: the one rule the simulator uses too
         (``aggregate.at_load``, term by term); the value itself for boost 1."""
         if boost == 1.0:
             return reading.values[pod].value
-        assert self.catalog.forecast is not None and reading.composite is not None  # only the base composite
-        flat = self.catalog.composites[self.catalog.forecast.base].flat_metrics
-        return at_load(reading.composite[pod], flat, boost)
+        assert reading.composite is not None  # only the boosted composite's base
+        return at_load(reading.composite[pod], served.flat, boost)
 
-    def _boost(self, key: WorkloadKey, metric: str) -> float:
-        if self.forecasts is None or self.catalog.forecast is None or metric != self.catalog.forecast.boosted:
+    def _boost(self, key: WorkloadKey, served: Served) -> float:
+        """The workload's boost for the boosted composite (registering the workload); 1 for any other metric."""
+        if served.kind != "boosted" or self.forecasts is None:
             return 1.0
         self.forecasts.touch(key)
         return self.forecasts.boost(key)[0]
 
-    async def _forecast_sample(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
+    async def _forecast_sample(
+        self, obj: ObjectRef, info: MetricInfo, served: Served, metric_selector: Selector
+    ) -> MetricSample:
         """llm_load_forecast / llm_load_boost of a Deployment, from memory (never waits for a fit).
 
         The Deployment must exist with pods (pod source) before it is registered as a workload."""
@@ -441,7 +460,7 @@ class PrometheusProvider:
         if not self.forecasts.touch(key):  # past the namespace's share (or the cap): say so, not "pending"
             raise TooManyRequests(f"{info.metric} of {obj.name} is not forecast: {self.forecasts.refusal}")
         state = self.forecasts.state(key)
-        if info.metric == FORECAST_METRIC:
+        if served.kind == "forecast":
             if state is None or state.peak is None:
                 why = "forecast pending" if state is None else f"no forecast: {state.reason}"
                 raise metric_not_found(info, obj.name, reason=why)
@@ -450,7 +469,7 @@ class PrometheusProvider:
             if state is None:
                 raise metric_not_found(info, obj.name, reason="forecast pending")
             value = self.forecasts.boost(key)[0]
-        return self._sample(obj, info, PodValue(value, state.step_ts, 1), metric_selector)
+        return self._sample(obj, info, served, PodValue(value, state.step_ts, 1), metric_selector)
 
     async def object_scope(self, obj: ObjectRef, resource: str) -> Scope:
         """The pods behind a named object."""
@@ -463,32 +482,32 @@ class PrometheusProvider:
         return Scope(obj.name, None)  # a namespace: every pod in it that has data
 
     async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
-        if not self.knows(info.metric, info.resource) or info.resource not in RESOURCES:
+        served = self._served_on.get((info.metric, info.resource))
+        if served is None:
             raise metric_not_found(info, obj.name)
         selector_matchers(metric_selector)
-        if info.metric in (FORECAST_METRIC, BOOST_METRIC):
-            return await self._forecast_sample(obj, info, metric_selector)
+        if served.kind in ("forecast", "boost"):
+            return await self._forecast_sample(obj, info, served, metric_selector)
         scope = await self.object_scope(obj, info.resource)
         if scope.pods is not None and not scope.pods:
             raise metric_not_found(info, obj.name, metric_selector)
-        reading = await self.current(self._base(info.metric), scope, metric_selector)
+        reading = await self.current(served.base, scope, metric_selector)
         if not reading.values or (info.resource == "pods" and obj.name not in reading.values):
             raise metric_not_found(info, obj.name, metric_selector)
         # Only now is the workload known to exist (a named pod has series; a Deployment has pods): register it.
         boost = 1.0
         if info.resource == "pods":
-            boost = self._boost(key_for_pods(scope.namespace, [obj.name]), info.metric)
+            boost = self._boost(key_for_pods(scope.namespace, [obj.name]), served)
         elif info.resource == "deployments.apps":
-            boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), info.metric)
+            boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), served)
         if info.resource == "pods":
             pv = reading.values[obj.name]
-            return self._sample(
-                obj, info, PodValue(self._at_load(reading, obj.name, boost), pv.ts, pv.series), metric_selector
-            )
+            boosted_pv = PodValue(self._at_load(reading, served, obj.name, boost), pv.ts, pv.series)
+            return self._sample(obj, info, served, boosted_pv, metric_selector)
         values = list(reading.values.values())
-        boosted = [self._at_load(reading, pod, boost) for pod in reading.values]
-        pv = PodValue(combine(boosted, self._combine_rule(info.metric)), max(v.ts for v in values), len(values))
-        return self._sample(obj, info, pv, metric_selector)
+        boosted = [self._at_load(reading, served, pod, boost) for pod in reading.values]
+        pv = PodValue(combine(boosted, served.combine), max(v.ts for v in values), len(values))
+        return self._sample(obj, info, served, pv, metric_selector)
 
     # -- what explain asks besides the API's questions (explain.collect.ExplainSource) ---------------
     async def pods_for_selector(self, namespace: str, selector: Selector) -> list[str]:
