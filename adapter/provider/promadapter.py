@@ -22,8 +22,10 @@ Two ways to answer, chosen per (rule, resource) at load time and logged:
 External rules are stored per (namespace, metric, metricSelector) the same way: their query names no object.
 
 With an ``ObjectSource`` (the Kubernetes API), each re-list first reads API discovery, so a CRD's plural
-resolves as prometheus-adapter's RESTMapper resolves it (kind, version). Without one, a CRD an override names
-is served as written, its kind guessed from the plural (``guess_kind``).
+resolves as prometheus-adapter's RESTMapper resolves it (kind, version), and ``*`` on any resource lists the
+namespace's objects matching the ``labelSelector`` from the API, as upstream's ``ListObjectNames`` does. Without
+one, a CRD an override names is served as written, its kind guessed from the plural (``guess_kind``), and ``*``
+with a ``labelSelector`` works on pods only.
 """
 
 from __future__ import annotations
@@ -298,8 +300,9 @@ class RulesProvider:
     async def get_metric_by_selector(
         self, namespace: str, selector: Selector, info: MetricInfo, metric_selector: Selector
     ) -> Sequence[MetricSample]:
-        """One value per object matching ``selector`` with data. Pods come from the pod source; other resources
-        can be listed only whole (an empty ``labelSelector``): the objects the answer has data for."""
+        """One value per object matching ``selector`` with data. Pods come from the pod source, other resources'
+        objects from the Kubernetes API (``objects``); without it, an empty ``labelSelector`` lists the objects
+        the answer has data for."""
         found = self._find(info)
         if found is None:
             raise metric_not_found(info, "*")
@@ -307,6 +310,8 @@ class RulesProvider:
         names: list[str] | None = None
         if metric.resource == PODS and self.pods is not None:
             names = sorted(await self.pods.pods_for_selector(namespace, selector))
+        elif self.objects is not None:
+            names = await self._object_names(metric.resource, namespace, selector)
         elif not selector.is_everything():
             raise BadRequest(
                 f"a labelSelector on {metric.resource} needs the objects' labels, which only the Kubernetes API "
@@ -334,6 +339,16 @@ class RulesProvider:
             )
             for n in wanted
         ]
+
+    async def _object_names(self, resource: GroupResource, namespace: str, selector: Selector) -> list[str]:
+        assert self.objects is not None
+        entry = self.table.api_resource(resource)
+        if entry is None:
+            raise BadRequest(
+                f"{resource} is not served by the Kubernetes API's discovery, so its objects cannot be listed;"
+                " name the object"
+            )
+        return await self.objects.names(entry.group, entry.version, entry.plural, namespace, selector)
 
     async def _answer(
         self,

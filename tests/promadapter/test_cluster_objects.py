@@ -49,8 +49,8 @@ rules:
 def series(ns: str, now: float) -> list[Series]:
     ts = [now - 600 + 15 * i for i in range(41)]
     out = []
-    for i, isvc in enumerate(("llama", "mistral")):
-        labels = {"__name__": "model_requests_total", "namespace": ns, "inferenceservice": isvc}
+    for i, model in enumerate(("llama", "mistral")):
+        labels = {"__name__": "model_requests_total", "namespace": ns, "inferenceservice": model}
         out.append(Series(labels, [(t, 10.0 + (i + 1) * 0.5 * (t - ts[0])) for t in ts]))
     # A Service that the cluster no longer has keeps its series: `*` must not list it.
     for i, svc in enumerate(("web", "api", "batch", "gone")):
@@ -109,6 +109,45 @@ def test_a_crd_is_served_with_the_kind_api_discovery_gives(
             assert "not find the metric" in kubectl(url, tmp_path, alias).stderr  # no queue_depth for mistral
             (item,) = get(url, tmp_path, alias.replace("queue_depth", "model_requests_per_second"))["items"]
             assert item["describedObject"]["kind"] == "InferenceService"
+    finally:
+        kube.close()
+
+
+def test_star_lists_the_objects_from_the_api_by_label_selector(
+    backend: TestBackend, unique_ns: str, tmp_path: Path
+) -> None:
+    now = float(int(time.time()) - 30)
+    backend.load(series(unique_ns, now))
+    kube = cluster(unique_ns)
+    try:
+        with serving(backend, now, kube) as url:
+            base = f"{CUSTOM}/v1beta2/namespaces/{unique_ns}"
+            doc = get(url, tmp_path, f"{base}/services/*/queue_depth?labelSelector=app%3Dshop")
+            assert [(i["describedObject"], milli(i["value"])) for i in doc["items"]] == [
+                (described("Service", "/v1", "api", unique_ns), 4000),
+                (described("Service", "/v1", "web", unique_ns), 3000),
+            ]
+            lists = [r for r in kube.requests if r.path == f"/api/v1/namespaces/{unique_ns}/services"]
+            assert [r.query.get("labelSelector") for r in lists] == ["app=shop"]  # the selector went to the API
+            # Set-based selectors pass through as they are.
+            doc = get(url, tmp_path, f"{base}/services/*/queue_depth?labelSelector=app+notin+%28shop%29")
+            assert [i["describedObject"]["name"] for i in doc["items"]] == ["batch"]
+            # No selector: the objects the API has, not every label value of the answer ("gone" has data).
+            doc = get(url, tmp_path, f"{base}/services/*/queue_depth")
+            assert [i["describedObject"]["name"] for i in doc["items"]] == ["api", "batch", "web"]
+            assert get(url, tmp_path, f"{base}/services/*/queue_depth?labelSelector=app%3Dnone")["items"] == []
+            # A CRD's objects, listed at the version discovery gives.
+            doc = get(url, tmp_path, f"{base}/{ISVC}/*/model_requests_per_second?labelSelector=team%3Db")
+            (item,) = doc["items"]
+            assert item["describedObject"] == isvc("mistral", unique_ns)
+            assert milli(item["value"]) == pytest.approx(1000, abs=10)
+            listed = f"/apis/serving.kserve.io/v1beta1/namespaces/{unique_ns}/inferenceservices"
+            assert any(r.path == listed for r in kube.requests)
+            # RBAC refusing the list: a Status naming what to grant, never a value computed without the list.
+            kube.forbid(r"/api/v1/namespaces/[a-z0-9-]+/services")
+            done = kubectl(url, tmp_path, f"{base}/services/*/queue_depth?labelSelector=app%3Dshop")
+            assert done.returncode == 1 and "forbidden; grant the adapter's ServiceAccount list" in done.stderr
+            assert "Traceback" not in done.stderr
     finally:
         kube.close()
 

@@ -148,6 +148,14 @@ class FakeKube:
         ns = r"(?:/namespaces/(?P<namespace>[a-z0-9-]+))?"
         self.add_route("GET", rf"{re.escape(root)}{ns}/{plural}", self._collection(plural))
 
+    def forbid(self, pattern: str) -> None:
+        """Answer GETs of paths fully matching ``pattern`` with 403 Forbidden, as RBAC does (checked first)."""
+
+        def route(req: FakeRequest, out: FakeHandler) -> None:
+            out.send_json(403, _status(403, "Forbidden", f"cannot list resource at {req.path}"))
+
+        self._routes.insert(0, ("GET", re.compile(pattern), route))
+
     def put_object(self, plural: str, namespace: str, name: str, labels: Mapping[str, str] | None = None) -> JSON:
         """Create or replace an object of a resource ``add_resource`` added."""
         return self._put(plural, namespace, name, {"metadata": {"name": name, "namespace": namespace,
