@@ -66,12 +66,12 @@ def label_sets(n: int) -> list[dict[str, str]]:
 
 
 def series(
-    loads: dict[tuple[str, str], list[str]], now: float, per_pod: int, history: float, scrape: float
+    loads: dict[tuple[str, str], list[str]], origin: float, first: int, last: int, per_pod: int, scrape: float
 ) -> Iterator[Series]:
-    """The counters and kube-state-metrics' pod labels, ``history`` seconds of samples every ``scrape`` s,
-    generated lazily (millions of samples)."""
-    steps = int(history // scrape) + 1
-    ts = [now - history + scrape * i for i in range(steps)]
+    """The counters and kube-state-metrics' pod labels at ``origin + scrape * k`` for ``first <= k <= last``
+    (each counter ``rate * (t - origin)``, so a later batch continues it), generated lazily (millions of
+    samples)."""
+    ts = [origin + scrape * k for k in range(first, last + 1)]
     extra = label_sets(per_pod)
     for (ns, app), pods in loads.items():
         for i, pod in enumerate(pods):
@@ -79,7 +79,7 @@ def series(
             for k, more in enumerate(extra):
                 rate = (1.0 + i % 7) / per_pod * (1 + k % 3)
                 labels = {"__name__": "http_requests_total", **where, **more}
-                yield Series(labels, [(t, rate * (t - ts[0])) for t in ts])
+                yield Series(labels, [(t, rate * (t - origin)) for t in ts])
             labels = {"__name__": "kube_pod_labels", **where, "job": "kube-state-metrics", "label_app": app}
             yield Series(labels, [(t, 1.0) for t in ts])
 
@@ -165,7 +165,15 @@ def run_backend(
     largest = workloads(max(counts), args.pods, args.namespaces)
     backend = start(kind, len(largest) * args.pods * (args.series_per_pod + 1))
     t0 = time.monotonic()
-    backend.load(series(largest, time.time(), args.series_per_pod, history, args.scrape))
+    origin = time.time() - history
+    steps = int(history // args.scrape)
+    backend.load(series(largest, origin, 0, steps, args.series_per_pod, args.scrape))
+    # Loading takes minutes: the samples of the load's own duration and of the whole run (each HPA count's
+    # --seconds, plus start-up) follow, so every rate()[5m] window of the run has data. A query at time T reads
+    # the samples up to T only: the ones still ahead of the clock change no answer.
+    ahead = time.time() + len(counts) * (args.seconds + 60) + 120
+    end = int((ahead - origin) // args.scrape)
+    backend.load(series(largest, origin, steps + 1, end, args.series_per_pod, args.scrape))
     print(f"{kind}: loaded in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     rules = ["--backend", kind, "--prometheus-adapter-config", str(RULES), "--pod-source", "prometheus"]
     stored = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")), extra_args=rules)
