@@ -228,7 +228,7 @@ def main() -> int:
             f"\n`{command}`\n({', '.join(kinds)}; the Helm chart's default rules; HPAs over {args.namespaces}"
             f" namespaces, {args.pods} pods each;\n{args.series_per_pod} `http_requests_total` series per pod"
             f" ({listed:,} series, {samples:,} samples: {args.history} every {args.scrape:g} s);\none poll per HPA"
-            f" per {args.period:g} s on each adapter for {args.seconds:g} s; VictoriaMetrics with"
+            f" per {args.period:g} s on each adapter for {args.seconds:g} s;\nVictoriaMetrics with"
             f" `-search.maxSeries={vm_max_series(listed)}`; measured on a shared, busy 2-core machine)\n"
         )
         print(
