@@ -34,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.demo.servers import AdapterProcess  # noqa: E402
+from adapter.demo.adapter_process import AdapterProcess  # noqa: E402
 from adapter.query.promql import any_of, quote  # noqa: E402
 from benchmarks.hpa_like import catalog_without_store, pct, upstream_queries  # noqa: E402
 from benchmarks.results_page import recording  # noqa: E402

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from adapter.__main__ import main
-from adapter.demo.exporter import FleetRunner, MetricsExporter
+from adapter.demo.exporter import MetricsExporter
+from adapter.demo.runner import FleetRunner
 from adapter.demo.servers import scraping_prometheus
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
