@@ -174,6 +174,13 @@ async def read_history(
     buckets = {
         k: await _buckets(client, catalog, scope, name, win, start, end, step_s) for k, name in histograms.items()
     }
+    if load:
+        absent = [f"{histograms[k]}_bucket" for k, b in buckets.items() if not b]
+        if absent:
+            raise ValueError(
+                f"the Deployment's pods have load but no {', '.join(absent)} series in the history: the SLO "
+                "cannot be judged (another engine's latency histogram: --slo-p99 with --histogram)"
+            )
     values: dict[str, dict[tuple[str, float], float]] = {}
     for metric in dict.fromkeys(t.metric for t in terms):
         mdef = _with_window(catalog.metrics[metric], window)

@@ -25,7 +25,7 @@ import yaml
 
 from adapter.__main__ import main
 from adapter.demo.exporter import FleetRunner, MetricsExporter
-from adapter.demo.servers import PrometheusProcess
+from adapter.demo.servers import PrometheusProcess, VictoriaMetricsProcess
 from adapter.sim.config import Deployment
 from adapter.sim.mix import mix
 from adapter.sim.profiles import profile
@@ -95,7 +95,7 @@ def test_each_knee_is_inside_the_staircase_below_saturation() -> None:
 
 @dataclass(frozen=True)
 class Scraped:
-    url: str
+    urls: dict[str, str]  # --backend -> its URL
     start: float
     end: float
     catalog: Path
@@ -140,30 +140,36 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         for case, exporter in zip(CASES, exporters, strict=True)
     ]  # fmt: skip
     prom = PrometheusProcess(scrape_configs=list(jobs), scrape_interval="1s")
+    vm = VictoriaMetricsProcess(scrape_configs=list(jobs), scrape_interval="1s")
     try:
         prom.start()
+        vm.start()
         time.sleep(max(clock.wall_time(levels.size * HOLD_S) - time.monotonic(), 0.0))
         end = time.time()
         for runner, exporter in zip(runners, exporters, strict=True):
             exporter.stop()
             runner.stop()
             assert runner.failures == 0
-        yield Scraped(prom.url, wall_start + HOLD_S, end, _catalog(tmp_path_factory.mktemp("cat") / "catalog.yaml"))
+        catalog = _catalog(tmp_path_factory.mktemp("cat") / "catalog.yaml")
+        yield Scraped({"prometheus": prom.url, "victoriametrics": vm.url}, wall_start + HOLD_S, end, catalog)
     finally:
         for runner, exporter in zip(runners, exporters, strict=True):
             exporter.stop()
             runner.stop()
         prom.close()
+        vm.close()
 
 
-@pytest.mark.binary("prometheus")
+@pytest.mark.binary("prometheus", "victoria-metrics")
+@pytest.mark.parametrize("backend", ["prometheus", "victoriametrics"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_calibrate_finds_each_engines_knee_from_its_scraped_histograms(
-    case: Case, scraped: Scraped, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    case: Case, backend: str, scraped: Scraped, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, plot, snippet = tmp_path / "cal.json", tmp_path / "cal.png", tmp_path / "composite.yaml"
     argv = [
-        "calibrate", "--prometheus-url", scraped.url, "--namespace", case.namespace, "--deployment", "llm",
+        "calibrate", "--prometheus-url", scraped.urls[backend], "--backend", backend,
+        "--namespace", case.namespace, "--deployment", "llm",
         "--catalog", str(scraped.catalog), "--slo", SLO,
         "--since", f"{scraped.end - scraped.start:.0f}s", "--end", f"{scraped.end:.3f}", "--step", "1s",
         "--window", "4s", "--cold-start", "1s",
@@ -176,7 +182,7 @@ def test_calibrate_finds_each_engines_knee_from_its_scraped_histograms(
     assert report["slo"] == "TTFT P99 <= 2 s, ITL P99 <= 0.1 s"
     want = case.engine.knee()
     got = report["knee_rps_per_pod"] / case.speed
-    print(f"{case.id}: knee {got:.4g} req/s per pod from the scrapes, the engine's {want:.4g}")
+    print(f"{case.id} on {backend}: knee {got:.4g} req/s per pod from the scrapes, the engine's {want:.4g}")
     assert abs(got - want) <= 0.10 * want, (got, want)
     assert 0 < report["safe_rps_per_pod"] < report["knee_rps_per_pod"]
     # The mix the engines served, read back from vLLM's token counters over the TTFT histogram's requests.
