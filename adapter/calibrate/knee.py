@@ -4,9 +4,10 @@ Definitions (docs/calibrate.md):
 
 * **load**: one pod's request rate (the forecast's load query, per pod), the x axis of everything here.
 * **knee**: the highest per-pod load at which the P99 still meets the SLO, i.e. at most ``1 - q`` of the
-  requests completed at that load took longer than the SLO. Requests are pooled per load bin (a fraction
-  of 1 % needs hundreds of requests to mean anything), and a bin counts as "over" only when the next
-  judged bin is over too, so one noisy bin does not end the search.
+  requests completed at that load took longer than the SLO (with TTFT / ITL / e2e bounds: longer than the bound
+  whose share is the worst, ITL counted per output token; ``adapter.calibrate.history``). Requests are pooled
+  per load bin (a fraction of 1 % needs hundreds of requests to mean anything), and a bin counts as "over" only
+  when the next judged bin is over too, so one noisy bin does not end the search.
 * **safe point**: the per-pod load the HPA should hold, ``knee / ((1 + growth) x band)``:
   ``growth`` is how much the Deployment's demand grows within one cold start (new pods load their model,
   the HPA waits for its stabilization window) at the ``growth_quantile`` of the history, so the pods already
@@ -56,7 +57,8 @@ class History:
     """Flattened per-(pod, step) observations plus the Deployment's total load on the step grid.
 
     ``requests`` and ``over_slo`` are request rates (requests/s completed, and of those slower than the
-    SLO) over the step's window; ``terms`` holds each composite metric's value per row (NaN = no data).
+    SLO: ``requests`` x the worst stated bound's share) over the step's window; ``terms`` holds each
+    composite metric's value per row (NaN = no data).
     """
 
     load: F64
