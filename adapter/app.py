@@ -107,7 +107,7 @@ def create_app(
                     settings.catalog, client, pods, clock, forecasts, observer=obs, store=settings.catalog.store
                 )
                 await prov.start()
-                obs.watch_store(prov.store)
+                obs.watch_store(prov.values.store)
                 app.state.forecasts = forecasts
                 app.state.provider = prov
                 app.state.client = client

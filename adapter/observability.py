@@ -7,7 +7,7 @@ into the edges through small hooks, each a plain method:
 
 - ``upstream_query(backend, endpoint, seconds, outcome)``: ``PromClient``'s observer;
 - ``request(route, version, code, seconds)`` and ``unknown_metric(metric, resource)``: the HTTP middleware;
-- ``composite_read(namespace, metric, values, scope_pods)``: ``PrometheusProvider.read`` for composites;
+- ``composite_read(namespace, metric, values, scope_pods)``: ``provider/values.py``, every composite read;
 - ``fitted``, ``history_pulled``, ``failed``: ``ForecastService``;
 - ``watch_forecasts(service)``: per-workload series are read from the service's memory at scrape time;
 - ``watch_store(store)``: the value store's keys (age of the data served, refresh duration) and counters,
