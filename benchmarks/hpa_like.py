@@ -228,7 +228,7 @@ def main_external(args: argparse.Namespace) -> int:
     with recording("hpa_like_external", args.write_results, command):
         print(
             f"\n`{command}`\n({args.backend}; HPAs over {args.namespaces} namespaces of {args.pods} pods, each polling"
-            f" its namespace's external `inference_queue_depth` every {args.period:g} s on each adapter for"
+            f" its namespace's external\n`inference_queue_depth` every {args.period:g} s on each adapter for"
             f" {args.seconds:g} s; measured on a shared, busy 2-core machine)\n"
         )
         print(
