@@ -252,15 +252,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
     ap.add_argument("--api", default="custom", choices=["custom", "external"])
-    ap.add_argument("--hpas", default="20", help="HPA count (external: comma-separated counts, one run each)")
+    ap.add_argument("--hpas", help="HPA count (default 20; external: comma-separated counts, default 50,200)")
     ap.add_argument("--namespaces", type=int, default=10, help="external: namespaces the HPAs are spread over")
-    ap.add_argument("--pods", type=int, default=100, help="pods per HPA's workload (8 GPUs each)")
-    ap.add_argument("--seconds", type=float, default=90)
+    ap.add_argument(
+        "--pods", type=int, help="pods per HPA's workload, 8 GPUs each (external: per namespace, default 10)"
+    )
+    ap.add_argument("--seconds", type=float, help="default 90 (external: 60, per HPA count)")
     ap.add_argument("--period", type=float, default=15.0)
     ap.add_argument("--no-store", action="store_true", help="the adapter with `store: false` (a query per poll)")
     ap.add_argument("--write-results", action="store_true", help="external: write the table into docs/results.md")
     args = ap.parse_args()
-    if args.api == "external":
+    external = args.api == "external"
+    args.hpas = args.hpas or ("50,200" if external else "20")
+    args.pods = args.pods or (10 if external else 100)
+    args.seconds = args.seconds or (60.0 if external else 90.0)
+    if external:
         return main_external(args)
     args.hpas = int(args.hpas)
 
