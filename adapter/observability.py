@@ -43,7 +43,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from adapter.aggregate import CompositeValue
 from adapter.catalog import Catalog
 from adapter.exposition import escape_label_value, label_pairs
-from adapter.forecast.metrics import wape
+from adapter.forecast.accuracy import ForecastAccuracy
 from adapter.shares import MAX_NAMESPACES
 from adapter.store import Store
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of
@@ -83,52 +83,6 @@ class PodEntry:
     composite: CompositeValue
     updated: float
     labels: str  # the rendered label pairs, made once per pod rather than once per read or scrape
-
-
-@dataclass
-class _Accuracy:
-    evaluated: int = 0
-    error_sum: float = 0.0
-    under: int = 0
-    last_error: float = math.nan
-
-
-@dataclass(frozen=True, slots=True)
-class Issued:
-    """A forecast as issued: ``values[k]`` is the load expected ``k + 1`` steps after ``step_ts``."""
-
-    step_ts: float
-    values: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    """A forecast scored against the load that really came: WAPE over its horizon, and whether its peak
-    (the value the boost is computed from) fell short of the real peak."""
-
-    error: float
-    under_forecast: bool
-
-
-def score_forecast(issued: Issued, step_s: float, start_ts: float, values: np.ndarray) -> Score | None:
-    """Score ``issued`` against a load history on the grid ``start_ts + i * step_s``.
-
-    ``None`` when the history cannot score it (yet): its horizon ends after the history, starts before it,
-    or no point of the horizon has a finite actual (a gap is not an error of the model).
-    """
-    horizon = issued.values.size
-    times = issued.step_ts + step_s * np.arange(1, horizon + 1)
-    index = np.rint((times - start_ts) / step_s).astype(int)
-    if index[0] < 0 or index[-1] >= values.size:
-        return None
-    actual = values[index]
-    finite = np.isfinite(actual)
-    if not finite.any():
-        return None
-    error = wape(actual, issued.values)
-    if not math.isfinite(error):  # every actual was 0: WAPE undefined, the forecast cannot be judged
-        return None
-    return Score(error=error, under_forecast=float(issued.values.max()) < float(actual[finite].max()))
 
 
 class Observability:
@@ -242,8 +196,7 @@ class Observability:
         )
         self._unknown_names: set[str] = set()
         self._pods: dict[tuple[str, str, str], PodEntry] = {}
-        self._issued: dict[WorkloadKey, list[Issued]] = {}
-        self._accuracy: dict[WorkloadKey, _Accuracy] = {}
+        self._accuracy: ForecastAccuracy[WorkloadKey] = ForecastAccuracy()
         self._forecasts: ForecastService | None = None
         self._store: Store[Any, Any] | None = None
 
@@ -355,35 +308,11 @@ class Observability:
             self.forecast_failures.labels("fit").inc()
         if state.forecast is None or state.forecast.size == 0:
             return
-        pending = self._issued.setdefault(key, [])
-        if pending and pending[-1].step_ts == state.step_ts:
-            pending[-1] = Issued(state.step_ts, np.asarray(state.forecast, dtype=float))
-        else:
-            pending.append(Issued(state.step_ts, np.asarray(state.forecast, dtype=float)))
-        # One forecast per step and each is scored once its horizon has passed: more pending than the
-        # horizon (plus slack for a missed pull) means the old ones can no longer be scored.
-        del pending[: -(state.forecast.size + 2)]
+        self._accuracy.issued(key, state.step_ts, state.forecast)
 
     def history_pulled(self, key: WorkloadKey, start_ts: float, step_s: float, values: np.ndarray) -> None:
         """A load history arrived: score every pending forecast of ``key`` whose horizon it now covers."""
-        pending = self._issued.get(key)
-        if not pending:
-            return
-        end_ts = start_ts + (values.size - 1) * step_s
-        keep = []
-        for issued in pending:
-            if issued.step_ts + issued.values.size * step_s > end_ts:
-                keep.append(issued)  # its horizon has not passed yet
-                continue
-            score = score_forecast(issued, step_s, start_ts, values)
-            if score is None:
-                continue  # no actual to compare with (a gap, or older than the history): dropped unscored
-            acc = self._accuracy.setdefault(key, _Accuracy())
-            acc.evaluated += 1
-            acc.error_sum += score.error
-            acc.under += int(score.under_forecast)
-            acc.last_error = score.error
-        self._issued[key] = keep
+        self._accuracy.history(key, start_ts, step_s, values)
 
     def failed(self, stage: str) -> None:
         """A forecast refresh failed at ``stage`` (history, loop)."""
@@ -393,10 +322,7 @@ class Observability:
         if self._forecasts is None:
             return {}
         known = self._forecasts.workloads()
-        for gone in [k for k in self._accuracy if k not in known]:
-            del self._accuracy[gone]
-        for gone in [k for k in self._issued if k not in known]:
-            del self._issued[gone]
+        self._accuracy.forget(known)
         return known
 
 
