@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -167,12 +168,14 @@ def _report() -> None:
     gains = {name: worst_gain(row) for name, row in chosen_by["select"].items() if name != WIDENED}
     choice = max(gains, key=lambda n: gains[n])
     wins = sum(w < bw and u < bu for w, u, bw, bu in chosen_by["check"][choice].values())
-    print(
-        f"\nChosen on week 1 (largest smallest relative gain, {100 * gains[choice]:+.1f} %): {choice}. "
+    verdict = (
+        f"Chosen on week 1 (largest smallest relative gain, {100 * gains[choice]:+.1f} %): {choice}. "
         f"On the checks it beats persistence on both metrics in {wins} of {len(chosen_by['check'][choice])} columns. "
-        f"The catalog's default model: `{DEFAULT_MODEL}`.\n\n* added after the checks had been seen; not a candidate "
-        "of the choice, and its check figures are not held-out evidence."
+        f"The catalog's default model: `{DEFAULT_MODEL}`."
     )
+    print("\n" + "\n".join(textwrap.wrap(verdict, width=116, break_on_hyphens=False)))
+    print("\n* added after the checks had been seen: not a candidate of the choice, and its check figures are not")
+    print("held-out evidence.")
 
 
 if __name__ == "__main__":
