@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
+from adapter.api.external import ExternalStorage
 from adapter.api.groups import EXTERNAL_PREFIX, PREFIX
 from adapter.api.storage import Storage
 from adapter.auth.middleware import AuthMiddleware
@@ -80,6 +81,7 @@ def create_app(
     async def _components(app: FastAPI) -> AsyncIterator[None]:
         if provider is not None:
             app.state.storage = Storage(provider)
+            app.state.external_storage = ExternalStorage(None)  # a custom metrics provider serves no external metric
             app.state.metrics_provider = provider
             app.state.pod_source = pod_source
             yield
@@ -107,16 +109,18 @@ def create_app(
                     settings.catalog, client, pods, clock, forecasts, observer=obs, store=settings.catalog.store
                 )
                 await prov.start()
-                obs.watch_store(prov.store)
+                obs.watch_store(prov.values.store)
                 app.state.forecasts = forecasts
                 app.state.provider = prov
                 app.state.client = client
                 app.state.pod_source = pods
+                external = ExternalProvider(prov)
                 app.state.storage = Storage(prov)
+                app.state.external_storage = ExternalStorage(external)
                 app.state.metrics_provider = prov
                 app.state.explain_source = prov  # /explain's narrow interface (explain.ExplainSource)
                 if prometheus_adapter is not None:
-                    rules = await _serve_rules(app, prometheus_adapter, prov, client, pods)
+                    rules = await _serve_rules(app, prometheus_adapter, prov, external, client, pods)
                 # Full GC passes on a schedule (adapter/heap.py): CPython's own, every few seconds at 1,000 HPAs,
                 # were the slowest requests.
                 collections.start()
@@ -132,7 +136,12 @@ def create_app(
                 await pods.close()
 
     async def _serve_rules(
-        app: FastAPI, setup: RulesSetup, prov: PrometheusProvider, client: PromClient, pods: PodSource
+        app: FastAPI,
+        setup: RulesSetup,
+        prov: PrometheusProvider,
+        external: ExternalProvider,
+        client: PromClient,
+        pods: PodSource,
     ) -> RulesProvider:
         store = settings.catalog.store if setup.stored else None
         objects = setup.objects
@@ -157,7 +166,7 @@ def create_app(
         app.state.rules_provider = rules
         app.state.storage = Storage(dispatcher, dispatcher.resolve)
         app.state.metrics_provider = dispatcher
-        app.state.external_provider = ExternalDispatcher(ExternalProvider(prov), rules)
+        app.state.external_storage = ExternalStorage(ExternalDispatcher(external, rules))
         return rules
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
@@ -165,6 +174,7 @@ def create_app(
     obs = Observability(clock=clock)  # its own registry, one per app: nothing global
     obs.catalog_in_use(settings.catalog)
     app.state.observability = obs
+    app.state.external_storage = ExternalStorage(None)  # until the lifespan has built the providers
     app.add_route("/apis", external_metrics.apis, methods=["GET"])  # lists both groups; before custom_metrics' own
     custom_metrics.add_routes(app)
     app.add_route(EXTERNAL_PREFIX, external_metrics.group, methods=["GET"])

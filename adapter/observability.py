@@ -2,12 +2,12 @@
 
 ``create_app`` builds one ``Observability`` per app: its self-metrics live on a prometheus_client registry
 of its own (nothing global, nothing at import); the computed series are rendered from memory at scrape
-time (``exposition()`` joins the two). It is plugged
+time (``computed_series.py``; ``exposition()`` joins the two). It is plugged
 into the edges through small hooks, each a plain method:
 
 - ``upstream_query(backend, endpoint, seconds, outcome)``: ``PromClient``'s observer;
 - ``request(route, version, code, seconds)`` and ``unknown_metric(metric, resource)``: the HTTP middleware;
-- ``composite_read(namespace, metric, values, scope_pods)``: ``PrometheusProvider.read`` for composites;
+- ``composite_read(namespace, metric, values, scope_pods)``: ``provider/values.py``, every composite read;
 - ``fitted``, ``history_pulled``, ``failed``: ``ForecastService``;
 - ``watch_forecasts(service)``: per-workload series are read from the service's memory at scrape time;
 - ``watch_store(store)``: the value store's keys (age of the data served, refresh duration) and counters,
@@ -30,11 +30,8 @@ know are counted under their own label only for the first ``max_unknown_names`` 
 
 from __future__ import annotations
 
-import hashlib
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -42,93 +39,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from adapter.aggregate import CompositeValue
 from adapter.catalog import Catalog
-from adapter.exposition import escape_label_value, label_pairs
-from adapter.forecast.metrics import wape
-from adapter.shares import MAX_NAMESPACES
+from adapter.computed_series import OTHER, PREFIX, PodEntry, computed_text, series_labels
+from adapter.forecast.accuracy import ForecastAccuracy
 from adapter.store import Store
 from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of
 
-PREFIX = "llm_hpa_adapter_"
 # Request latency: the HPA's client gives up after 30 s-ish; most answers are a few ms.
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 UPSTREAM_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 FIT_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
-OTHER = "other"
 MAX_NAME = 128  # longest unknown metric name counted under its own label
 # PromClient outcomes that mean no answer came back (others: ok, error, http_NNN, a bounded set of codes).
 _UNREACHABLE = ("unreachable", "timeout")
-
-
-def selector_id(selector: object) -> str:
-    """The ``selector`` label of a store key: "" for no metricLabelSelector, else the first 12 hex digits of
-    the SHA-256 of its text (stable across replicas and restarts). The text itself (up to 16 KiB, chosen by
-    whoever asks) never goes into /metrics: with one key per distinct selector it made every scrape a payload."""
-    text = str(selector)
-    return hashlib.sha256(text.encode()).hexdigest()[:12] if text else ""
-
-
-def workload_label(deployments: Sequence[str]) -> str:
-    """The ``workload`` label of a workload: its Deployments joined with commas (usually just one)."""
-    return ",".join(deployments)
-
-
-@dataclass(frozen=True, slots=True)
-class PodEntry:
-    """The latest composite of one pod as last read (with its terms): what the pod series show."""
-
-    namespace: str
-    pod: str
-    workload: str
-    metric: str
-    composite: CompositeValue
-    updated: float
-    labels: str  # the rendered label pairs, made once per pod rather than once per read or scrape
-
-
-@dataclass
-class _Accuracy:
-    evaluated: int = 0
-    error_sum: float = 0.0
-    under: int = 0
-    last_error: float = math.nan
-
-
-@dataclass(frozen=True, slots=True)
-class Issued:
-    """A forecast as issued: ``values[k]`` is the load expected ``k + 1`` steps after ``step_ts``."""
-
-    step_ts: float
-    values: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    """A forecast scored against the load that really came: WAPE over its horizon, and whether its peak
-    (the value the boost is computed from) fell short of the real peak."""
-
-    error: float
-    under_forecast: bool
-
-
-def score_forecast(issued: Issued, step_s: float, start_ts: float, values: np.ndarray) -> Score | None:
-    """Score ``issued`` against a load history on the grid ``start_ts + i * step_s``.
-
-    ``None`` when the history cannot score it (yet): its horizon ends after the history, starts before it,
-    or no point of the horizon has a finite actual (a gap is not an error of the model).
-    """
-    horizon = issued.values.size
-    times = issued.step_ts + step_s * np.arange(1, horizon + 1)
-    index = np.rint((times - start_ts) / step_s).astype(int)
-    if index[0] < 0 or index[-1] >= values.size:
-        return None
-    actual = values[index]
-    finite = np.isfinite(actual)
-    if not finite.any():
-        return None
-    error = wape(actual, issued.values)
-    if not math.isfinite(error):  # every actual was 0: WAPE undefined, the forecast cannot be judged
-        return None
-    return Score(error=error, under_forecast=float(issued.values.max()) < float(actual[finite].max()))
 
 
 class Observability:
@@ -242,20 +164,18 @@ class Observability:
         )
         self._unknown_names: set[str] = set()
         self._pods: dict[tuple[str, str, str], PodEntry] = {}
-        self._issued: dict[WorkloadKey, list[Issued]] = {}
-        self._accuracy: dict[WorkloadKey, _Accuracy] = {}
+        self._accuracy: ForecastAccuracy[WorkloadKey] = ForecastAccuracy()
         self._forecasts: ForecastService | None = None
         self._store: Store[Any, Any] | None = None
 
     # -- exposition --------------------------------------------------------------------------------
     def exposition(self) -> bytes:
-        """The Prometheus text format (0.0.4): the self-metrics of ``registry``, then the computed series.
-
-        The computed series (thousands with a big fleet) are written here directly rather than through
-        prometheus_client's generic writer, which validates and escapes every label name of every sample:
-        measured, that made a 1,000-pod scrape about 6x slower (benchmarks/metrics_scrape.py).
-        """
-        return generate_latest(self.registry) + _computed_text(self).encode()
+        """The Prometheus text format (0.0.4): the self-metrics of ``registry``, then the computed series
+        (``computed_series.py``)."""
+        pods = self.pods()
+        known = self._known_workloads()
+        computed = computed_text(pods, self._forecasts, known, self._accuracy, self._store, self.clock())
+        return generate_latest(self.registry) + computed.encode()
 
     # -- catalog -----------------------------------------------------------------------------------
     def catalog_in_use(self, catalog: Catalog, loaded_at: float | None = None) -> None:
@@ -324,7 +244,7 @@ class Observability:
             old = entries.pop(key, None)  # re-inserted at the end: the dict's order is least recently read first
             if old is None:
                 workload = deployment_of(pod)
-                labels = _labels(namespace=namespace, workload=workload, pod=pod, metric=metric)
+                labels = series_labels(namespace=namespace, workload=workload, pod=pod, metric=metric)
             else:
                 workload, labels = old.workload, old.labels
             entries[key] = PodEntry(namespace, pod, workload, metric, cv, now, labels)
@@ -355,35 +275,11 @@ class Observability:
             self.forecast_failures.labels("fit").inc()
         if state.forecast is None or state.forecast.size == 0:
             return
-        pending = self._issued.setdefault(key, [])
-        if pending and pending[-1].step_ts == state.step_ts:
-            pending[-1] = Issued(state.step_ts, np.asarray(state.forecast, dtype=float))
-        else:
-            pending.append(Issued(state.step_ts, np.asarray(state.forecast, dtype=float)))
-        # One forecast per step and each is scored once its horizon has passed: more pending than the
-        # horizon (plus slack for a missed pull) means the old ones can no longer be scored.
-        del pending[: -(state.forecast.size + 2)]
+        self._accuracy.issued(key, state.step_ts, state.forecast)
 
     def history_pulled(self, key: WorkloadKey, start_ts: float, step_s: float, values: np.ndarray) -> None:
         """A load history arrived: score every pending forecast of ``key`` whose horizon it now covers."""
-        pending = self._issued.get(key)
-        if not pending:
-            return
-        end_ts = start_ts + (values.size - 1) * step_s
-        keep = []
-        for issued in pending:
-            if issued.step_ts + issued.values.size * step_s > end_ts:
-                keep.append(issued)  # its horizon has not passed yet
-                continue
-            score = score_forecast(issued, step_s, start_ts, values)
-            if score is None:
-                continue  # no actual to compare with (a gap, or older than the history): dropped unscored
-            acc = self._accuracy.setdefault(key, _Accuracy())
-            acc.evaluated += 1
-            acc.error_sum += score.error
-            acc.under += int(score.under_forecast)
-            acc.last_error = score.error
-        self._issued[key] = keep
+        self._accuracy.history(key, start_ts, step_s, values)
 
     def failed(self, stage: str) -> None:
         """A forecast refresh failed at ``stage`` (history, loop)."""
@@ -393,177 +289,10 @@ class Observability:
         if self._forecasts is None:
             return {}
         known = self._forecasts.workloads()
-        for gone in [k for k in self._accuracy if k not in known]:
-            del self._accuracy[gone]
-        for gone in [k for k in self._issued if k not in known]:
-            del self._issued[gone]
+        self._accuracy.forget(known)
         return known
 
 
 _RESOURCES = frozenset(
     {"pods", "deployments.apps", "namespaces", "pod", "deployments", "deployment", "deployment.apps", "namespace"}
 )
-
-
-def _labels(**pairs: str) -> str:
-    return label_pairs(pairs.items())
-
-
-# (name, type, help) of every computed family, in exposition order. Counters are named with _total.
-_FAMILIES = (
-    (
-        "pod_composite",
-        "gauge",
-        "The composite the adapter computed for the pod (before any forecast boost; 1.0 = every term at its target)",
-    ),
-    ("pod_term_value", "gauge", "A composite term's metric value for the pod"),
-    ("pod_term_contribution", "gauge", "A term's share of the pod's composite: weight x value / target"),
-    ("pod_series", "gauge", "Pods with a computed composite (live entries)"),
-    ("forecast_workloads", "gauge", "Workloads being forecast (at most the catalog's forecast.max_workloads)"),
-    (
-        "forecast_workloads_refused_total",
-        "counter",
-        "New workloads not forecast (boost 1) because forecast.max_workloads was reached",
-    ),
-    ("workload_load", "gauge", "The workload's latest load (requests/s)"),
-    ("workload_load_forecast", "gauge", "Peak forecast load over the horizon (requests/s)"),
-    ("workload_boost", "gauge", "The boost applied to the workload now (1 = none)"),
-    ("forecast_age_seconds", "gauge", "Seconds since the end of the history the latest forecast was fit on"),
-    ("forecast_stale", "gauge", "1 if the workload's forecast is too old to be used"),
-    ("store_keys", "gauge", "Keys the value store keeps and refreshes in the background"),
-    (
-        "store_data_age_seconds",
-        "gauge",
-        "Age of the data the store serves for the key: seconds since the evaluation it came from",
-    ),
-    ("store_refresh_duration_seconds", "gauge", "How long the key's latest successful refresh took"),
-    ("store_refresh_failing", "gauge", "1 if the key's latest refresh failed"),
-    (
-        "store_events_total",
-        "counter",
-        "Store events: hit (answered from memory), miss (first request, direct query), overflow (past max_keys or "
-        "max_keys_per_namespace, direct query), refused (429: loads_per_namespace spent), evicted (an inactive key "
-        "made room), reload (an inactive, expired key asked again), stale (refused: older than max_staleness), "
-        "refresh, failure, dropped (idle)",
-    ),
-    (
-        "store_namespace_keys",
-        "gauge",
-        "Keys the value store keeps for the namespace (its share: max_keys_per_namespace)",
-    ),
-    (
-        "store_namespace_loads_total",
-        "counter",
-        "Backend queries spent on a namespace's store keys: refresh (background) or direct (a request's own load)",
-    ),
-    (
-        "namespace_share_exceeded_total",
-        "counter",
-        "A namespace past its share of a shared budget, by budget: store_keys (served by direct query), store_loads "
-        "(429), forecast_workloads and forecast_sets (not forecast: boost 1, 429 for the forecast and the boost)",
-    ),
-    (
-        "forecast_info",
-        "gauge",
-        "The model selected for the workload and the forecast's state (ok, pending, or why the boost is 1)",
-    ),
-    ("forecast_error_ratio", "summary", "WAPE of each forecast over its horizon, scored once the real load is known"),
-    (
-        "forecast_under_forecasts_total",
-        "counter",
-        "Scored forecasts whose peak fell short of the real peak over the horizon",
-    ),
-    ("forecast_last_error_ratio", "gauge", "WAPE of the latest scored forecast"),
-)
-
-
-_EVENTS = {
-    "hits": "hit",
-    "misses": "miss",
-    "overflow": "overflow",
-    "refused": "refused",
-    "evicted": "evicted",
-    "reloads": "reload",
-    "stale": "stale",
-    "refreshes": "refresh",
-    "failures": "failure",
-    "dropped": "dropped",
-}
-
-
-def _computed_text(obs: Observability) -> str:
-    """The per-pod and per-workload series, from memory, as exposition text (no I/O)."""
-    lines: dict[str, list[str]] = {name: [] for name, _, _ in _FAMILIES}
-
-    def add(family: str, labels: str, value: float, suffix: str = "") -> None:
-        if math.isfinite(value):
-            lines[family].append(f"{PREFIX}{family}{suffix}{{{labels}}} {value!r}")
-
-    pods = obs.pods()
-    for e in pods:
-        add("pod_composite", e.labels, e.composite.value)
-        for t in e.composite.terms:
-            with_term = f'{e.labels},term="{escape_label_value(t.metric)}"'
-            add("pod_term_value", with_term, t.raw)
-            add("pod_term_contribution", with_term, t.contribution)
-    lines["pod_series"].append(f"{PREFIX}pod_series {float(len(pods))!r}")
-
-    service = obs._forecasts
-    now = obs.clock()
-    if service is not None:
-        lines["forecast_workloads"].append(f"{PREFIX}forecast_workloads {float(len(service.workloads()))!r}")
-        lines["forecast_workloads_refused_total"].append(
-            f"{PREFIX}forecast_workloads_refused_total {float(service.refused)!r}"
-        )
-    for key, state in obs._known_workloads().items():
-        assert service is not None
-        wl = _labels(namespace=key.namespace, workload=workload_label(key.deployments))
-        boost, reason = service.boost(key)
-        add("workload_boost", wl, boost)
-        model = state.model if state is not None else ""
-        add("forecast_info", f'{wl},model="{escape_label_value(model)}",reason="{escape_label_value(reason)}"', 1.0)
-        if state is not None:
-            add("workload_load", wl, state.current)
-            if state.peak is not None:
-                add("workload_load_forecast", wl, state.peak)
-            add("forecast_age_seconds", wl, now - state.step_ts)
-            add("forecast_stale", wl, 1.0 if reason == "stale" else 0.0)
-        acc = obs._accuracy.get(key)
-        if acc is not None:
-            add("forecast_error_ratio", wl, float(acc.evaluated), "_count")
-            add("forecast_error_ratio", wl, acc.error_sum, "_sum")
-            add("forecast_under_forecasts_total", wl, float(acc.under))
-            add("forecast_last_error_ratio", wl, acc.last_error)
-    store = obs._store
-    if store is not None:
-        lines["store_keys"].append(f"{PREFIX}store_keys {float(len(store))!r}")
-        for ks in store.keys():
-            if not isinstance(ks.key, tuple) or len(ks.key) != 3:
-                continue
-            namespace, metric, selector = ks.key
-            labels = _labels(namespace=namespace, metric=metric, selector=selector_id(selector))
-            if ks.age_s is not None:
-                add("store_data_age_seconds", labels, ks.age_s)
-                add("store_refresh_duration_seconds", labels, ks.refresh_seconds)
-            add("store_refresh_failing", labels, 1.0 if ks.error else 0.0)
-        counters = store.counters
-        for f in fields(counters):
-            lines["store_events_total"].append(
-                f'{PREFIX}store_events_total{{event="{_EVENTS[f.name]}"}} {float(getattr(counters, f.name))!r}'
-            )
-        held = sorted(store.namespace_keys().items(), key=lambda kv: (-kv[1], kv[0]))
-        for namespace, n in held[:MAX_NAMESPACES]:  # the namespaces holding the most, the rest as "other"
-            add("store_namespace_keys", _labels(namespace=namespace), float(n))
-        if len(held) > MAX_NAMESPACES:
-            add("store_namespace_keys", _labels(namespace=OTHER), float(sum(n for _, n in held[MAX_NAMESPACES:])))
-        for (kind, namespace), n in sorted(store.loads.counts.items()):
-            add("store_namespace_loads_total", _labels(namespace=namespace, kind=kind), float(n))
-    for shares in (store.shares if store is not None else None, service.shares if service is not None else None):
-        for (budget, namespace), n in sorted((shares.counts if shares is not None else {}).items()):
-            add("namespace_share_exceeded_total", _labels(budget=budget, namespace=namespace), float(n))
-    out = []
-    for name, kind, help_text in _FAMILIES:
-        out.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")
-        if lines[name]:
-            out.append("\n".join(lines[name]) + "\n")
-    return "".join(out)

@@ -40,7 +40,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.demo.servers import AdapterProcess  # noqa: E402
+from adapter.demo.adapter_process import AdapterProcess  # noqa: E402
 from adapter.query import results  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402

@@ -25,7 +25,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.demo.servers import AdapterProcess  # noqa: E402
+from adapter.demo.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.backends import Series, start_backend  # noqa: E402
 
 NS = "big"

@@ -158,7 +158,7 @@ def _report(args: argparse.Namespace) -> None:
     )
     print(
         "\nMeets the criterion against persistence (shared trace: lower WAPE and lower under-forecast rate; "
-        "no daily cycle: WAPE no higher)? In brackets: WAPE and under-forecast rate minus persistence's, points.\n"
+        "no daily cycle:\nWAPE no higher)? In brackets: WAPE and under-forecast rate minus persistence's, points.\n"
     )
     print("| model | " + " | ".join(verdicts) + " | all |")
     print("|---|" + "---|" * (len(verdicts) + 1))

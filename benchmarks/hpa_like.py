@@ -12,8 +12,17 @@ in the store, is reported apart as "cold"), the backend queries per minute the a
 `llm_hpa_adapter_upstream_queries_total`), and `/livez` (probed every 0.2 s by the same client): its p50 is the
 HTTP round-trip floor of this client and server, its max shows whether refreshes ever held up the event loop.
 
+``--api external``: each HPA polls the external metric of its namespace instead,
+`GET /apis/external.metrics.k8s.io/v1beta1/namespaces/team<K>/inference_queue_depth?labelSelector=job=vllm` (the
+HPAs spread over --namespaces namespaces, --pods pods each), on two adapters over the same backend: the value
+store on and off (direct: a backend query per request), then sends the raw PromQL of the same answer,
+`sum(vllm:num_requests_waiting{namespace="team<K>",job="vllm"})`. The run is repeated for each HPA count of
+--hpas (comma-separated), so each adapter's backend queries per minute can be compared across HPA counts.
+
     .venv/bin/python benchmarks/hpa_like.py [--backend prometheus|victoriametrics] [--hpas 20] [--pods 100]
                                             [--seconds 90] [--period 15] [--no-store]
+    .venv/bin/python benchmarks/hpa_like.py --api external [--hpas 50,200] [--namespaces 10] [--pods 10]
+                                            [--seconds 60] [--write-results]
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -31,8 +41,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.demo.servers import AdapterProcess  # noqa: E402
+from adapter.demo.adapter_process import AdapterProcess  # noqa: E402
 from adapter.query.promql import any_of, quote  # noqa: E402
+from benchmarks.results_page import recording  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402
 
@@ -128,15 +139,136 @@ async def run(
     }
 
 
+EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/inference_queue_depth?labelSelector=job%3Dvllm"
+
+
+async def run_external(
+    adapters: dict[str, str], backend_url: str, hpas: int, namespaces: int, seconds: float, period: float
+) -> dict[str, object]:
+    """``hpas`` HPAs, HPA i polling namespace ``team<i % namespaces>``'s external queue on every adapter, then the
+    raw query; steady polls only (each HPA's first poll, which registers its key, is left out)."""
+    times: dict[str, list[float]] = {name: [] for name in [*adapters, "raw"]}
+    errors = 0
+    end = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=hpas + 4)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        before = {n: upstream_queries((await client.get(f"{u}/metrics")).text) for n, u in adapters.items()}
+        started = time.monotonic()
+
+        async def hpa(i: int) -> None:
+            nonlocal errors
+            ns = f"team{i % namespaces}"
+            raw = f"sum(vllm:num_requests_waiting{{namespace={quote(ns)},job={quote('vllm')}}})"
+            due = started + i * period / hpas
+            first = True
+            while True:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                if time.monotonic() >= end:
+                    return
+                took: dict[str, float] = {}
+                values = []
+                for name, url in adapters.items():
+                    t0 = time.perf_counter()
+                    r = await client.get(url + EXTERNAL.format(ns=ns))
+                    took[name] = (time.perf_counter() - t0) * 1000
+                    items = r.json().get("items") if r.status_code == 200 else None
+                    values.append(items[0]["value"] if items and len(items) == 1 else None)
+                t0 = time.perf_counter()
+                rr = await client.post(f"{backend_url}/api/v1/query", data={"query": raw, "time": f"{time.time():.3f}"})
+                took["raw"] = (time.perf_counter() - t0) * 1000
+                result = rr.json()["data"]["result"] if rr.status_code == 200 else []
+                # Every adapter serves the raw query's sum (the same numbers: constant gauges).
+                ok = len(result) == 1 and all(v == f"{float(result[0]['value'][1]):g}" for v in values)
+                if not ok:
+                    errors += 1
+                elif not first:
+                    for name, ms in took.items():
+                        times[name].append(ms)
+                first = False
+                due += period
+
+        await asyncio.gather(*(hpa(i) for i in range(hpas)))
+        elapsed = time.monotonic() - started
+        after = {n: upstream_queries((await client.get(f"{u}/metrics")).text) for n, u in adapters.items()}
+    return {"times": times, "errors": errors, "per_min": {n: (after[n] - before[n]) * 60 / elapsed for n in adapters}}
+
+
+def main_external(args: argparse.Namespace) -> int:
+    counts = [int(x) for x in args.hpas.split(",")]
+    command = "python benchmarks/hpa_like.py " + shlex.join(sys.argv[1:])
+    backend = start_backend(args.backend)
+    for k in range(args.namespaces):
+        ns = f"team{k}"
+        specs = [
+            PodSpec(f"w{k}-5d8f7b9c6-{i:05d}", gpus=1, layout="honor", labels={"app": f"w{k}"})
+            for i in range(args.pods)
+        ]
+        backend.load(build(ns, specs, time.time(), idle_gpus=0))
+    extra = ["--backend", args.backend, "--pod-source", "prometheus"]
+    stored = AdapterProcess(backend.url, Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")), extra_args=extra)
+    direct = AdapterProcess(
+        backend.url,
+        Path(tempfile.mkdtemp(prefix="llm-hpa-bench-")),
+        extra_args=[*extra, "--config", catalog_without_store()],
+    )
+    rows = []
+    try:
+        stored.start()
+        direct.start()
+        adapters = {"store": stored.url, "direct": direct.url}
+        for n in counts:
+            rows.append(
+                (n, asyncio.run(run_external(adapters, backend.url, n, args.namespaces, args.seconds, args.period)))
+            )
+    finally:
+        stored.stop()
+        direct.stop()
+        backend.close()
+
+    with recording("hpa_like_external", args.write_results, command):
+        print(
+            f"\n`{command}`\n({args.backend}; HPAs over {args.namespaces} namespaces of {args.pods} pods, each polling"
+            f" its namespace's external\n`inference_queue_depth` every {args.period:g} s on each adapter for"
+            f" {args.seconds:g} s; measured on a shared, busy 2-core machine)\n"
+        )
+        print(
+            "| HPAs | steady polls | store p50 / p99 ms | direct p50 / p99 ms | raw query p50 / p99 ms | "
+            "store backend queries/min | direct backend queries/min | errors |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, result in rows:
+            t, per_min = result["times"], result["per_min"]
+            assert isinstance(t, dict) and isinstance(per_min, dict)
+            s, d, r = t["store"], t["direct"], t["raw"]
+            print(
+                f"| {n} | {len(s)} | {pct(s, 50):.1f} / {pct(s, 99):.1f} | {pct(d, 50):.1f} / {pct(d, 99):.1f} | "
+                f"{pct(r, 50):.1f} / {pct(r, 99):.1f} | {per_min['store']:.0f} | {per_min['direct']:.0f} | "
+                f"{result['errors']} |"
+            )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="prometheus", choices=["prometheus", "victoriametrics"])
-    ap.add_argument("--hpas", type=int, default=20)
-    ap.add_argument("--pods", type=int, default=100, help="pods per HPA's workload (8 GPUs each)")
-    ap.add_argument("--seconds", type=float, default=90)
+    ap.add_argument("--api", default="custom", choices=["custom", "external"])
+    ap.add_argument("--hpas", help="HPA count (default 20; external: comma-separated counts, default 50,200)")
+    ap.add_argument("--namespaces", type=int, default=10, help="external: namespaces the HPAs are spread over")
+    ap.add_argument(
+        "--pods", type=int, help="pods per HPA's workload, 8 GPUs each (external: per namespace, default 10)"
+    )
+    ap.add_argument("--seconds", type=float, help="default 90 (external: 60, per HPA count)")
     ap.add_argument("--period", type=float, default=15.0)
     ap.add_argument("--no-store", action="store_true", help="the adapter with `store: false` (a query per poll)")
+    ap.add_argument("--write-results", action="store_true", help="external: write the table into docs/results.md")
     args = ap.parse_args()
+    external = args.api == "external"
+    args.hpas = args.hpas or ("50,200" if external else "20")
+    args.pods = args.pods or (10 if external else 100)
+    args.seconds = args.seconds or (60.0 if external else 90.0)
+    if external:
+        return main_external(args)
+    args.hpas = int(args.hpas)
 
     backend = start_backend(args.backend)
     workloads = {f"w{w}": [f"w{w}-5d8f7b9c6-{i:05d}" for i in range(args.pods)] for w in range(args.hpas)}

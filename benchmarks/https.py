@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapter.certs import write_bundle  # noqa: E402
-from adapter.demo.servers import free_port, serve_command  # noqa: E402
+from adapter.demo.adapter_process import serve_command  # noqa: E402
+from adapter.demo.servers import free_port  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 from tests.support.fake_kube import FakeKube  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 import results_page  # noqa: E402
 
-from adapter.demo.servers import AdapterProcess  # noqa: E402
+from adapter.demo.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.backends import Series, start_backend  # noqa: E402
 from tests.support.fleet_data import PodSpec, build  # noqa: E402
 

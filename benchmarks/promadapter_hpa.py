@@ -39,7 +39,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.demo.servers import AdapterProcess, VictoriaMetricsProcess  # noqa: E402
+from adapter.demo.adapter_process import AdapterProcess  # noqa: E402
+from adapter.demo.servers import VictoriaMetricsProcess  # noqa: E402
 from adapter.promadapter.discovery import flag_seconds  # noqa: E402
 from adapter.query.promql import any_of, quote  # noqa: E402
 from benchmarks.hpa_like import catalog_without_store, pct, upstream_queries  # noqa: E402

@@ -22,7 +22,7 @@ sync-by-sync replicas correlate only 0.34).
 Usage:
   python benchmarks/simulate_report.py offline [--days 14] [--policy NAME ...] [--out DIR]
   python benchmarks/simulate_report.py live [--hours 5] [--speed 20] [--policy boosted] [--start 6h]
-                                            [--out DIR]
+                                            [--engine queue|token] [--out DIR]
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ def live(args: argparse.Namespace) -> int:
         f"{args.hours:g}h",
         "--speed",
         f"{args.speed:g}",
+        *(["--engine", args.engine] if args.engine else []),
         "--json",
         str(out / "simulate-live.json"),
         "--plot",
@@ -125,6 +126,8 @@ def live(args: argparse.Namespace) -> int:
             f"replicas live vs offline: mean |diff| {cmp['replicas_mean_abs_diff']:.2f}, "
             f"correlation {cmp['replicas_correlation']}"
         )
+        minutes = ", ".join(f"{k} {v['live']} vs {v['offline']}" for k, v in cmp.get("violation_minutes", {}).items())
+        print(f"violation minutes live vs offline: {minutes}")
     return done.returncode
 
 
@@ -139,6 +142,7 @@ def main() -> int:
     p_live.add_argument("--speed", type=float, default=20.0)
     p_live.add_argument("--policy", default="boosted")
     p_live.add_argument("--start", default="6h", help="where in the trace the fleet starts (default 6h)")
+    p_live.add_argument("--engine", choices=["queue", "token"], help="the fleet's engine (default: simulate's)")
     for p in (p_off, p_live):
         p.add_argument(
             "--out",

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from load import load_fleet, rss_mib, run_wrk, warm  # noqa: E402
 
-from adapter.demo.servers import AdapterProcess  # noqa: E402
+from adapter.demo.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.backends import start_backend  # noqa: E402
 
 

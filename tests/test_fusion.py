@@ -1,10 +1,11 @@
-"""A composite fused at refresh is what a poll serves, even when its terms refresh at once.
+"""A composite read from the store is fused for the whole namespace off the request path, from its terms' newest
+stored values, even when a term refreshes while the fusion runs.
 
 In process and deterministic: the real provider and store over a fake Prometheus
 (``tests/support/fake_prometheus.py``), the store on an injected monotonic clock, and the interleaving set by
-the test: every term's refresh starts together and their answers are let go one by one. A fusion made while
-another term's refresh is under way must not stay with that term's old value, or no poll can use the fused
-values (each then fuses its own pods again, on the request path).
+the test: the background fusion a poll starts is held in its worker thread while a term refreshes. A fusion
+kept with that term's old value could serve no poll (each would then fuse its own pods again, on the request
+path), so it must be redone from the newest values.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ class HeldThreads:
         return result
 
 
-def test_terms_refreshing_at_once_leave_a_fusion_of_the_newest_values(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_term_refreshing_during_a_fusion_leaves_a_fusion_of_the_newest_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     catalog = dataclasses.replace(
         load_catalog(None), cache_ttl_seconds=0.0, store=StoreConfig(refresh_s=REFRESH_S, max_staleness_s=30.0)
     )
@@ -85,46 +88,58 @@ def test_terms_refreshing_at_once_leave_a_fusion_of_the_newest_values(monkeypatc
             client = fake.client(http)
             pods = PrometheusPodSource(client, catalog, ttl_s=0.0)
             provider = PrometheusProvider(catalog, client, pods, store=catalog.store)
-            store = provider.store
+            values = provider.values
+            store = values.store
             assert store is not None
             store.monotonic = lambda: now[0]
-            names = provider.served[COMPOSITE].names
-            keys = [(NS, n, EVERYTHING) for n in names]
+            served = provider.served[COMPOSITE]
+            keys = [(NS, n, EVERYTHING) for n in served.names]
+            fkey = (NS, COMPOSITE, EVERYTHING)
+
+            def stored() -> list[object]:
+                return [store.peek(k).value for k in keys]  # type: ignore[union-attr]
+
+            def fused_from_stored() -> bool:
+                fused = values._fused.get(fkey)
+                return fused is not None and all(s is f for s, f in zip(fused.sources, stored(), strict=True))
+
+            def want() -> dict[str, float]:
+                per_term = {n: v.values for n, v in zip(served.names, stored(), strict=True)}  # type: ignore[attr-defined]
+                return {p: cv.value for p, cv in fuse(served.terms, per_term).items()}
 
             async def poll() -> dict[str, float]:
                 answer = await provider.get_metric_by_selector(NS, parse_selector("app=web"), info, EVERYTHING)
                 return {s.obj.name: s.value for s in answer}  # type: ignore[union-attr]
 
-            first = await poll()  # loads every term; the composite is now fused at each term's refresh
-            assert set(first) == set(PODS)
-            old = [store.peek(k).value for k in keys]  # type: ignore[union-attr]
+            first = await poll()  # loads every term, fuses its own pods and starts the namespace's fusion
+            assert first == want() and set(first) == set(PODS)
+            await settled(fused_from_stored, "the first fusion")
+            reading = await values.read(served, Scope(NS, tuple(PODS)), EVERYTHING)
+            assert reading.quantities is values._fused[fkey].quantities  # the poll served the fused values
 
-            generation[0] = 2.0  # the backend's values move on
-            # Every term's refresh gets its answer and reduces it; none of them is done (stored) until the
-            # test lets it go, one by one: the refreshes overlap for certain, in an order the test sets.
-            held = HeldThreads(asyncio.to_thread, calls=len(keys))
-            monkeypatch.setattr(asyncio, "to_thread", held)
+            # Every term refreshes with new values: the next poll fuses its own pods and starts a fusion, which
+            # the test holds in its worker thread while one term refreshes again.
+            generation[0] = 2.0
             now[0] += REFRESH_S * 1.5  # every key is due (at most 1.5 refreshes after its load), none expired
-            await store._tick()  # one pass of the refresh loop: every term's refresh starts at once
-            await settled(lambda: len(held.waiting) == len(keys), "every refresh reducing its answer")
-
-            def refreshed() -> int:
-                return sum(store.peek(k).value is not b for k, b in zip(keys, old, strict=True))  # type: ignore[union-attr]
-
-            for i, done in enumerate(held.waiting):
-                done.set()
-                await settled(lambda i=i: refreshed() == i + 1, f"refresh {i + 1} stored")
-
-            fresh = [store.peek(k).value for k in keys]  # type: ignore[union-attr]
-            fused = provider._fused[(NS, COMPOSITE, EVERYTHING)]
-            assert fused is not None, "no refresh fused the composite"
-            assert all(s is f for s, f in zip(fused.sources, fresh, strict=True)), (
-                "the fusion kept a term's old value: polls cannot use it"
-            )
-            reading = await provider.current(COMPOSITE, Scope(NS, tuple(PODS)), EVERYTHING)
-            assert reading.quantities is fused.quantities  # the poll served the fused values
-            want = fuse(catalog.composites[COMPOSITE].terms, {n: f.values for n, f in zip(names, fresh, strict=True)})
-            assert await poll() == {p: cv.value for p, cv in want.items()} != first
+            old = stored()
+            await store._tick()
+            await settled(lambda: all(a is not b for a, b in zip(stored(), old, strict=True)), "every term refreshed")
+            held = HeldThreads(asyncio.to_thread, calls=1)
+            monkeypatch.setattr(asyncio, "to_thread", held)
+            second = await poll()
+            assert second == want() != first
+            await settled(lambda: len(held.waiting) == 1, "the background fusion reaching its thread")
+            before = stored()
+            generation[0] = 3.0
+            store.refresh_soon(keys[0], ["a-pod-asked-for"])  # the first term refreshes at the next tick
+            await store._tick()
+            await settled(lambda: stored()[0] is not before[0], "the first term refreshed again")
+            held.waiting[0].set()  # the fusion of the second values is done: no longer what the store holds
+            await settled(fused_from_stored, "a fusion of the newest values")
+            third = await poll()
+            assert third == want() != second
+            reading = await values.read(served, Scope(NS, tuple(PODS)), EVERYTHING)
+            assert reading.quantities is values._fused[fkey].quantities
             await pods.close()
             await provider.close()
 

@@ -75,7 +75,7 @@ def test_served_values_equal_a_direct_computation_at_the_same_time(
 
     async def main() -> None:
         async with provider_for(backend, StoreConfig(refresh_s=60, max_staleness_s=120)) as provider:
-            assert provider.store is not None
+            assert provider.values.store is not None
             info = MetricInfo("pods", metric, True)
             served = by_pod(await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING))
             names = provider.served[metric].names
@@ -84,7 +84,7 @@ def test_served_values_equal_a_direct_computation_at_the_same_time(
             # catalog metric was (a rate over a window depends on the evaluation time).
             direct: dict[str, dict[str, float]] = {}
             for n in names:
-                fresh = provider.store.peek((unique_ns, n, EVERYTHING))
+                fresh = provider.values.store.peek((unique_ns, n, EVERYTHING))
                 assert fresh is not None
                 direct[n] = {p: pv.value for p, pv in (await provider.read(n, scope, at=fresh.at)).values.items()}
             if metric in provider.catalog.composites:
@@ -111,9 +111,12 @@ def test_served_values_equal_a_direct_computation_at_the_same_time(
     asyncio.run(main())
 
 
-def test_a_composite_fused_at_refresh_equals_a_direct_computation(prometheus: TestBackend, unique_ns: str) -> None:
-    """Once its terms have refreshed, a composite is fused for the whole namespace off the request path; what a
-    poll then gets equals fusing the pods' own term values queried directly at the store's evaluation times."""
+def test_a_composite_fused_off_the_request_path_equals_a_direct_computation(
+    prometheus: TestBackend, unique_ns: str
+) -> None:
+    """Once its terms have refreshed, the next poll has the composite fused for the whole namespace off the request
+    path; what a poll then gets equals fusing the pods' own term values queried directly at the store's evaluation
+    times."""
     pods = fleet(unique_ns)
     backend = prometheus
     backend.load(build(unique_ns, pods, float(int(time.time()) - 30)))
@@ -121,26 +124,30 @@ def test_a_composite_fused_at_refresh_equals_a_direct_computation(prometheus: Te
 
     async def main() -> None:
         async with provider_for(backend, StoreConfig(refresh_s=15, max_staleness_s=30)) as provider:
-            assert provider.store is not None
+            assert provider.values.store is not None
             now = [1000.0]
-            provider.store.monotonic = lambda: now[0]  # refreshes happen when the test says
+            provider.values.store.monotonic = lambda: now[0]  # refreshes happen when the test says
             info = MetricInfo("pods", metric, True)
             first = by_pod(await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING))
             assert first
             names = provider.served[metric].names
             keys = [(unique_ns, n, EVERYTHING) for n in names]
-            before = [provider.store.peek(k) for k in keys]
+            before = [provider.values.store.peek(k) for k in keys]
             now[0] += 15 * 1.5  # every term is due: they refresh together
-            await next_tick(provider.store)
-            now_values = [provider.store.peek(k) for k in keys]
+            await next_tick(provider.values.store)
+            now_values = [provider.values.store.peek(k) for k in keys]
             assert all(
                 a is not None and b is not None and a.value is not b.value
                 for a, b in zip(before, now_values, strict=True)
             ), "every term refreshed once since the first poll"
-            fused = provider._fused.get((unique_ns, metric, EVERYTHING))
-            assert fused is not None, "no term refresh fused the composite"
+            # The next poll fuses its own pods and starts the namespace's fusion of the new term values.
+            assert by_pod(await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING))
+            for task in list(provider.values._fusing.values()):
+                await task
+            fused = provider.values._fused.get((unique_ns, metric, EVERYTHING))
+            assert fused is not None, "no read fused the composite"
             samples = await provider.get_metric_by_selector(unique_ns, APP, info, EVERYTHING)
-            fresh = [provider.store.peek(k) for k in keys]
+            fresh = [provider.values.store.peek(k) for k in keys]
             assert all(f is not None and f.value is s for f, s in zip(fresh, fused.sources, strict=True)), (
                 "a term refreshed in between: the poll could not use the fused values"
             )
@@ -169,7 +176,7 @@ def test_idle_keys_are_dropped_and_keys_are_capped(prometheus: TestBackend, uniq
     async def main() -> None:
         config = StoreConfig(refresh_s=0.2, max_staleness_s=0.4, max_keys=2, idle_s=1.0)
         async with provider_for(prometheus, config) as provider:
-            store = provider.store
+            store = provider.values.store
             assert store is not None
             answers = [by_pod(await provider.get_metric_by_selector(ns, APP, info, EVERYTHING)) for ns in namespaces]
             assert [bool(a) for a in answers] == [True, True, True]  # the third answered, directly
@@ -396,7 +403,7 @@ def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(
     async def main() -> None:
         # No regular refresh during the test: whatever refreshes is the early one.
         async with provider_for(prometheus, StoreConfig(refresh_s=600, max_staleness_s=1200)) as provider:
-            store = provider.store
+            store = provider.values.store
             assert store is not None
             first = await provider.get_metric_by_name(pod("web-6f7d8c9b5-p0"), info, EVERYTHING)
             new = PodSpec("web-6f7d8c9b5-new", gpus=2, layout="honor", labels={"app": "web"})

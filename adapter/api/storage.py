@@ -8,14 +8,13 @@ A name of ``*`` lists by ``labelSelector``; any other name answers exactly one i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from adapter.api.groups import GROUP, VERSIONS
+from adapter.api.params import check_name, selector
 from adapter.api.wire import MetricValueList, resource_list
-from adapter.errors import BadRequest, route_not_found
-from adapter.labels import EVERYTHING, Selector, parse_selector
+from adapter.errors import route_not_found
 from adapter.provider.base import RESOURCES, MetricInfo, MetricsProvider, ObjectRef, metric_not_found
 from adapter.provider.promadapter import ResolvedResource
 
@@ -30,48 +29,6 @@ _RESOURCE_ALIASES = {
     "namespaces": "namespaces",
     "namespace": "namespaces",
 }
-
-
-# Object names as Kubernetes validates them (apimachinery validation.go): a namespace is a DNS-1123 label,
-# pods and Deployments are DNS-1123 subdomains. Anything else cannot name a real object: 400, not a query.
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-MAX_SELECTOR_CHARS = 16 * 1024
-
-
-def _check_name(kind: str, value: str, label: bool) -> None:
-    pattern, limit = (_DNS1123_LABEL, 63) if label else (_DNS1123_SUBDOMAIN, 253)
-    if len(value) > limit or not pattern.match(value):
-        shown = value if len(value) <= 80 else value[:80] + "..."
-        raise BadRequest(
-            f"invalid {kind} name {shown!r}: must be a lowercase RFC 1123 "
-            f"{'label' if label else 'subdomain'} of at most {limit} characters"
-        )
-
-
-# Parsed selectors by their text: every HPA sends the same labelSelector at every poll, and parsing one costs
-# ~20 µs. Bounded (cleared when full); only valid selectors are kept.
-_PARSED: dict[str, Selector] = {}
-_MAX_PARSED = 10_000
-
-
-def _selector(params: Mapping[str, str], key: str) -> Selector:
-    text = params.get(key)
-    if not text:
-        return EVERYTHING
-    hit = _PARSED.get(text)
-    if hit is not None:
-        return hit
-    if len(text) > MAX_SELECTOR_CHARS:
-        raise BadRequest(f"invalid {key}: longer than {MAX_SELECTOR_CHARS} characters")
-    try:
-        selector = parse_selector(text)
-    except ValueError as exc:
-        raise BadRequest(f"invalid {key} {text!r}: {exc}") from None
-    if len(_PARSED) >= _MAX_PARSED:
-        _PARSED.clear()
-    _PARSED[text] = selector
-    return selector
 
 
 class Storage:
@@ -97,10 +54,10 @@ class Storage:
         if version not in VERSIONS:
             raise route_not_found()
         if namespace is not None:
-            _check_name("namespace", namespace, label=True)
+            check_name("namespace", namespace, label=True)
         if name != "*":
-            _check_name("object", name, label=(resource in ("namespaces", "namespace")))
-        metric_selector = _selector(params, "metricLabelSelector")
+            check_name("object", name, label=(resource in ("namespaces", "namespace")))
+        metric_selector = selector(params, "metricLabelSelector")
         canonical = _RESOURCE_ALIASES.get(resource)
         resolved = None
         if canonical is None and self.resolve is not None:
@@ -116,8 +73,8 @@ class Storage:
             if root or namespace is None:
                 reason = "name the namespace" if canonical == "namespaces" else "name the object"
                 raise metric_not_found(MetricInfo(canonical, metric, False), reason=reason)
-            selector = _selector(params, "labelSelector")
-            samples = await self.provider.get_metric_by_selector(namespace, selector, info, metric_selector)
+            pods = selector(params, "labelSelector")
+            samples = await self.provider.get_metric_by_selector(namespace, pods, info, metric_selector)
             return MetricValueList(version, samples)
 
         if resolved is not None:

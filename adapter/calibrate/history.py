@@ -1,9 +1,16 @@
 """Where ``calibrate`` gets its history: a running Deployment in Prometheus/VictoriaMetrics, or a simulated fleet.
 
 Both produce a ``knee.History``: per (pod, step) the pod's load (the catalog's forecast load query, per pod),
-the rate of completed requests and of those slower than the SLO (from the latency histogram's buckets:
-exact when the SLO is a bucket bound, linear inside the bucket otherwise, as ``histogram_quantile`` does),
-and each composite term's value as the server computes it (the catalog's own queries and reductions).
+the rate of completed requests and of those slower than the SLO (from the latency histograms' buckets:
+exact when a bound is a bucket bound, linear inside the bucket otherwise, as ``histogram_quantile`` does),
+and each composite term's value as the server computes it (the catalog's own queries and reductions). The
+backend's history also gives what the pods saw: prompt and output tokens per second (vLLM's token counters)
+and the KV-cache usage.
+
+The SLO of a backend's history is stated either as one e2e P99 bound on one histogram (``--slo-p99``,
+``--histogram``) or as TTFT / ITL / e2e P99 bounds on vLLM's own histograms (``--slo ttft=2s,itl=100ms``,
+``adapter.sim.slo``): a row is over the SLO by the share of its worst bound, so a minute or a load bin breaks
+the SLO when any bound's P99 does.
 """
 
 from __future__ import annotations
@@ -18,15 +25,26 @@ import numpy as np
 
 from adapter.aggregate import attribute, reduce_values
 from adapter.calibrate.knee import F64, History
-from adapter.catalog import Catalog, MetricDef, Term
+from adapter.catalog import Catalog, MetricDef, Reduce, Term
 from adapter.labels import EVERYTHING
 from adapter.query.client import Backend, PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.query.results import RangeSeries
 from adapter.sim.fleet import FleetConfig
+from adapter.sim.slo import SloBounds
 from adapter.sim.tokenfleet import TokenEngine
 
 DEFAULT_HISTOGRAM = "vllm:e2e_request_latency_seconds"
+# The histogram of each SLO bound a vLLM V1 server exports (``adapter.sim.vllm_families``, a real server's names):
+# TTFT and e2e observe once per request, the inter-token latency once per output token after the first.
+BOUND_HISTOGRAMS = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "itl": "vllm:inter_token_latency_seconds",
+    "e2e": DEFAULT_HISTOGRAM,
+}
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+KV_USAGE = "vllm:kv_cache_usage_perc"
 
 
 @contextlib.asynccontextmanager
@@ -71,6 +89,51 @@ def _grid(series: Sequence[RangeSeries], catalog: Catalog, namespace: str) -> di
     return out
 
 
+async def _per_pod(
+    client: PromClient, catalog: Catalog, scope: Scope, mdef: MetricDef, start: float, end: float, step_s: float
+) -> dict[tuple[str, float], list[float]]:
+    """One range query of ``mdef`` for the Deployment's pods, per (pod, step)."""
+    return _grid(await client.query_range(render(mdef, catalog, scope, EVERYTHING), start, end, step_s), catalog,
+                 scope.namespace)  # fmt: skip
+
+
+async def _buckets(
+    client: PromClient, catalog: Catalog, scope: Scope, histogram: str, window: str,
+    start: float, end: float, step_s: float,
+) -> dict[tuple[str, float], dict[float, float]]:  # fmt: skip
+    """Per (pod, step), the rate of each ``le`` bucket of ``histogram`` (summed over the pod's engines)."""
+    hist_def = MetricDef(
+        name="calibrate_latency_buckets",
+        help="",
+        query=f"sum by (<<by>>, le) (rate({histogram}_bucket{{<<matchers>>}}[<<window>>]))",
+        reduce="sum",
+        objects="sum",
+        window=window,
+    )
+    buckets: dict[tuple[str, float], dict[float, float]] = {}
+    for s in await client.query_range(render(hist_def, catalog, scope, EVERYTHING), start, end, step_s):
+        key = attribute(s.labels, catalog.layouts)
+        le_text = s.labels.get("le")
+        if key is None or key[0] != scope.namespace or le_text is None:
+            continue
+        le = math.inf if le_text in ("+Inf", "Inf") else float(le_text)
+        for ts, v in zip(s.ts, s.values, strict=True):
+            if math.isfinite(v):
+                per = buckets.setdefault((key[1], round(ts, 3)), {})
+                per[le] = per.get(le, 0.0) + v
+    return buckets
+
+
+def _over(per: dict[float, float], threshold: float) -> float:
+    """Observations per second above ``threshold`` in one (pod, step)'s buckets."""
+    bounds = sorted(le for le in per if math.isfinite(le))
+    return over_threshold(bounds, [per[le] for le in bounds] + [per[math.inf]], threshold)
+
+
+def _gauge(name: str, query: str, window: str) -> MetricDef:
+    return MetricDef(name=name, help="", query=query, reduce="sum", objects="sum", window=window)
+
+
 async def read_history(
     client: PromClient,
     catalog: Catalog,
@@ -81,57 +144,78 @@ async def read_history(
     start: float,
     end: float,
     step_s: float,
-    slo_s: float,
+    slo_s: float | None = None,
     window: str | None = None,
     histogram: str = DEFAULT_HISTOGRAM,
+    slo: SloBounds | None = None,
 ) -> History:
-    """The Deployment's history from the backend: one range query per term metric, the load and the buckets.
+    """The Deployment's history from the backend: one range query per term metric, the load, the latency
+    buckets, the token counters and the KV usage.
 
+    The SLO is either ``slo_s`` on ``histogram`` (the e2e form) or ``slo`` (the token form: each stated bound on
+    vLLM's own histogram, ``BOUND_HISTOGRAMS``; requests counted by the TTFT histogram, one observation per
+    request; a row's share over the SLO is its worst bound's, ITL judged per output token).
     ``window`` replaces every ``<<window>>`` (e.g. a shorter one for a compressed test); default: the catalog's.
     """
     if catalog.forecast is None:
         raise ValueError("the catalog has no forecast section: calibrate needs its load_query (per-pod load)")
+    if (slo is None) == (slo_s is None):
+        raise ValueError("give the SLO either as slo_s (e2e on one histogram) or as slo (TTFT/ITL/e2e bounds)")
     scope = Scope(namespace, pod_regex=deployment_pods_regex([deployment]))
     load_def = _with_window(catalog.forecast.load, window)
-    hist_def = MetricDef(
-        name="calibrate_latency_buckets",
-        help="",
-        query=f"sum by (<<by>>, le) (rate({histogram}_bucket{{<<matchers>>}}[<<window>>]))",
-        reduce="sum",
-        objects="sum",
-        window=window or load_def.window or "5m",
-    )
-    load = _grid(
-        await client.query_range(render(load_def, catalog, scope, EVERYTHING), start, end, step_s), catalog, namespace
-    )
-    buckets: dict[tuple[str, float], dict[float, float]] = {}
-    for s in await client.query_range(render(hist_def, catalog, scope, EVERYTHING), start, end, step_s):
-        key = attribute(s.labels, catalog.layouts)
-        le_text = s.labels.get("le")
-        if key is None or key[0] != namespace or le_text is None:
-            continue
-        le = math.inf if le_text in ("+Inf", "Inf") else float(le_text)
-        for ts, v in zip(s.ts, s.values, strict=True):
-            if math.isfinite(v):
-                per = buckets.setdefault((key[1], round(ts, 3)), {})
-                per[le] = per.get(le, 0.0) + v
+    win = window or load_def.window or "5m"
+    if slo is None:
+        assert slo_s is not None
+        histograms, bounds, counted = {"e2e": histogram}, {"e2e": slo_s}, "e2e"
+    else:
+        bounds, counted = slo.stated, "ttft"
+        histograms = {k: BOUND_HISTOGRAMS[k] for k in ("ttft", *bounds)}
+    load = await _per_pod(client, catalog, scope, load_def, start, end, step_s)
+    buckets = {
+        k: await _buckets(client, catalog, scope, name, win, start, end, step_s) for k, name in histograms.items()
+    }
+    if load:
+        absent = [f"{histograms[k]}_bucket" for k, b in buckets.items() if not b]
+        if absent:
+            raise ValueError(
+                f"the Deployment's pods have load but no {', '.join(absent)} series in the history: the SLO "
+                "cannot be judged (another engine's latency histogram: --slo-p99 with --histogram)"
+            )
     values: dict[str, dict[tuple[str, float], float]] = {}
     for metric in dict.fromkeys(t.metric for t in terms):
         mdef = _with_window(catalog.metrics[metric], window)
-        grid = _grid(
-            await client.query_range(render(mdef, catalog, scope, EVERYTHING), start, end, step_s), catalog, namespace
-        )
+        grid = await _per_pod(client, catalog, scope, mdef, start, end, step_s)
         values[metric] = {k: reduce_values(v, mdef.reduce) for k, v in grid.items()}
-    keys = sorted(k for k in load if k in buckets and math.inf in buckets[k])
+    seen = {
+        name: await _per_pod(client, catalog, scope, mdef, start, end, step_s)
+        for name, mdef in (
+            ("prompt", _gauge("calibrate_prompt_tokens",
+                              f"sum by (<<by>>) (rate({PROMPT_TOKENS}{{<<matchers>>}}[<<window>>]))", win)),
+            ("output", _gauge("calibrate_output_tokens",
+                              f"sum by (<<by>>) (rate({GENERATION_TOKENS}{{<<matchers>>}}[<<window>>]))", win)),
+            ("kv", _gauge("calibrate_kv_usage", f"max by (<<by>>) ({KV_USAGE}{{<<matchers>>}})", win)),
+        )
+    }  # fmt: skip
+    keys = sorted(k for k in load if all(k in b and math.inf in b[k] for b in buckets.values()))
     rows_load, rows_req, rows_over = [], [], []
     for k in keys:
-        per = buckets[k]
-        bounds = sorted(le for le in per if math.isfinite(le))
-        cumulative = [per[le] for le in bounds] + [per[math.inf]]
+        requests = buckets[counted][k][math.inf]
+        worst = 0.0
+        for name, bound in bounds.items():
+            per = buckets[name][k]
+            if per[math.inf] > 0:
+                worst = max(worst, _over(per, bound) / per[math.inf])
         rows_load.append(float(sum(load[k])))
-        rows_req.append(per[math.inf])
-        rows_over.append(over_threshold(bounds, cumulative, slo_s))
+        rows_req.append(requests)
+        rows_over.append(requests * worst)
     term_rows = {m: np.array([v.get(k, math.nan) for k in keys], dtype=np.float64) for m, v in values.items()}
+
+    def column(name: str, reduce: Reduce) -> F64 | None:
+        grid = seen[name]
+        if not grid:
+            return None
+        return np.array([reduce_values(grid[k], reduce) if k in grid else math.nan for k in keys], dtype=np.float64)
+
     per_step: dict[float, float] = {}
     for (_pod, stamp), pod_values in load.items():
         per_step[stamp] = per_step.get(stamp, 0.0) + sum(pod_values)
@@ -143,6 +227,9 @@ async def read_history(
         terms=term_rows,
         deployment_load=total,
         step_s=step_s,
+        prompt_tokens=column("prompt", "sum"),
+        output_tokens=column("output", "sum"),
+        kv_usage=column("kv", "max"),
     )
 
 

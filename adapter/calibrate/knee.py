@@ -4,9 +4,10 @@ Definitions (docs/calibrate.md):
 
 * **load**: one pod's request rate (the forecast's load query, per pod), the x axis of everything here.
 * **knee**: the highest per-pod load at which the P99 still meets the SLO, i.e. at most ``1 - q`` of the
-  requests completed at that load took longer than the SLO. Requests are pooled per load bin (a fraction
-  of 1 % needs hundreds of requests to mean anything), and a bin counts as "over" only when the next
-  judged bin is over too, so one noisy bin does not end the search.
+  requests completed at that load took longer than the SLO (with TTFT / ITL / e2e bounds: longer than the bound
+  whose share is the worst, ITL counted per output token; ``adapter.calibrate.history``). Requests are pooled
+  per load bin (a fraction of 1 % needs hundreds of requests to mean anything), and a bin counts as "over" only
+  when the next judged bin is over too, so one noisy bin does not end the search.
 * **safe point**: the per-pod load the HPA should hold, ``knee / ((1 + growth) x band)``:
   ``growth`` is how much the Deployment's demand grows within one cold start (new pods load their model,
   the HPA waits for its stabilization window) at the ``growth_quantile`` of the history, so the pods already
@@ -56,7 +57,8 @@ class History:
     """Flattened per-(pod, step) observations plus the Deployment's total load on the step grid.
 
     ``requests`` and ``over_slo`` are request rates (requests/s completed, and of those slower than the
-    SLO) over the step's window; ``terms`` holds each composite metric's value per row (NaN = no data).
+    SLO: ``requests`` x the worst stated bound's share) over the step's window; ``terms`` holds each
+    composite metric's value per row (NaN = no data).
     """
 
     load: F64
@@ -66,25 +68,42 @@ class History:
     deployment_load: F64
     step_s: float
     demand_step_s: float = 0.0  # the step of ``deployment_load``; 0 = ``step_s``
+    # What the pods saw, per row (None: the history has no such series): prompt and output tokens/s
+    # (vLLM's token counters) and the KV-cache usage (0..1).
+    prompt_tokens: F64 | None = None
+    output_tokens: F64 | None = None
+    kv_usage: F64 | None = None
 
     def __post_init__(self) -> None:
         n = self.load.shape[0]
         if self.requests.shape[0] != n or self.over_slo.shape[0] != n:
             raise ValueError("load, requests and over_slo must have one row per observation")
-        for name, values in self.terms.items():
+        for name, values in {**self.terms, **self.observed}.items():
             if values.shape[0] != n:
-                raise ValueError(f"term {name}: one value per observation expected")
+                raise ValueError(f"{name}: one value per observation expected")
+
+    @property
+    def observed(self) -> dict[str, F64]:
+        """The per-row series of what the pods saw that the history has, by the name the report uses."""
+        pairs = (
+            ("prompt_tokens_per_s", self.prompt_tokens),
+            ("output_tokens_per_s", self.output_tokens),
+            ("kv_cache_usage", self.kv_usage),
+        )
+        return {k: v for k, v in pairs if v is not None}
 
 
 @dataclass(frozen=True)
 class LoadBin:
-    """One per-pod load bin: mean load, requests pooled, the fraction over the SLO, median of each term."""
+    """One per-pod load bin: mean load, requests pooled, the fraction over the SLO, median of each term, and of
+    what the pods saw (``observed``: prompt and output tokens per request pooled, the KV usage's median)."""
 
     load: float
     rows: int
     requests: float
     over_fraction: float
     terms: dict[str, float]
+    observed: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,6 +116,7 @@ class TermProposal:
     value_at_safe: float
     note: str
     flat: bool = False  # a presence term (reads its target at any busy load): the catalog's ``flat: true``
+    when_missing: str = "omit_pod"  # the catalog term's, carried into the proposed snippet
 
 
 @dataclass(frozen=True)
@@ -153,6 +173,15 @@ def load_bins(history: History, *, bins: int = DEFAULT_BINS) -> list[LoadBin]:
             v = v[np.isfinite(v)]
             medians[name] = float(np.median(v)) if v.size else math.nan
         total = float(req.sum())
+        observed = {}
+        for name, values in history.observed.items():
+            v = values[rows]
+            good = np.isfinite(v)
+            if name == "kv_cache_usage":
+                observed[name] = float(np.median(v[good])) if np.any(good) else math.nan
+            else:  # pooled: tokens over the requests of the rows that have the counter
+                n = float(history.requests[rows][good].sum())
+                observed[name.replace("_per_s", "_per_request")] = float(v[good].sum()) / n if n > 0 else math.nan
         out.append(
             LoadBin(
                 load=float(np.mean(history.load[rows])),
@@ -160,6 +189,7 @@ def load_bins(history: History, *, bins: int = DEFAULT_BINS) -> list[LoadBin]:
                 requests=total,
                 over_fraction=float(over.sum()) / total if total > 0 else math.nan,
                 terms=medians,
+                observed=observed,
             )
         )
     return out
@@ -308,6 +338,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
                 value_at_safe=at_safe,
                 note=note,
                 flat=flat,
+                when_missing=t.when_missing,
             )
         )
     return out, composite

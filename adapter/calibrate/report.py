@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from adapter.calibrate.knee import Calibration
+from adapter.calibrate.workload import Workload
 
 
 def _num(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else value
 
 
-def to_dict(cal: Calibration, *, composite: str) -> dict[str, Any]:
-    """Everything ``calibrate`` found, JSON-ready (NaN becomes null)."""
+def to_dict(cal: Calibration, *, composite: str, workload: Workload | None = None) -> dict[str, Any]:
+    """Everything ``calibrate`` found, JSON-ready (NaN becomes null); ``workload``: the mix and KV usage seen."""
     return {
         "composite": composite,
         "slo_p99_s": cal.slo_s if cal.slo_label is None else None,
@@ -49,9 +50,11 @@ def to_dict(cal: Calibration, *, composite: str) -> dict[str, Any]:
                 "requests": b.requests,
                 "over_slo_fraction": _num(b.over_fraction),
                 "terms": {k: _num(v) for k, v in b.terms.items()},
+                "observed": {k: _num(v) for k, v in b.observed.items()},
             }
             for b in cal.bins
         ],
+        "workload": None if workload is None else workload.to_dict(),
         "warnings": list(cal.warnings),
     }
 
@@ -62,7 +65,7 @@ def catalog_snippet(cal: Calibration, *, composite: str) -> str:
         return ""
     lines = ["composites:", f"  {composite}:", "    terms:"]
     for p in cal.terms:
-        extra = ", when_missing: idle" if p.metric.startswith("inference_latency") else ""
+        extra = ", when_missing: idle" if p.when_missing == "idle" else ""
         extra += ", flat: true" if p.metric in cal.marked_flat else ""
         lines.append(
             f"      - {{metric: {p.metric}, weight: {p.weight:g}, target: {p.target:.4g}, idle: {p.idle:.4g}{extra}}}"
@@ -70,7 +73,7 @@ def catalog_snippet(cal: Calibration, *, composite: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary(cal: Calibration, *, composite: str) -> str:
+def summary(cal: Calibration, *, composite: str, workload: Workload | None = None) -> str:
     """A few lines for the terminal."""
     out = []
     if cal.knee_rps is None:
@@ -85,6 +88,8 @@ def summary(cal: Calibration, *, composite: str) -> str:
         out.append(f"{composite} at the safe point with the proposed targets: {cal.composite_at_safe:.3g}")
         for p in cal.terms:
             out.append(f"  {p.metric}: idle {p.idle:.4g}, target {p.target:.4g} ({p.note})")
+    if workload is not None:
+        out.extend(workload.lines())
     out.extend(f"warning: {w}" for w in cal.warnings)
     return "\n".join(out) + "\n"
 
@@ -97,6 +102,8 @@ def write_plot(cal: Calibration, path: Path, *, composite: str) -> None:
     import matplotlib.pyplot as plt
 
     names = sorted({k for b in cal.bins for k in b.terms})
+    if any(math.isfinite(b.observed.get("kv_cache_usage", math.nan)) for b in cal.bins):
+        names.append("kv_cache_usage")  # what the pods saw, no term of the composite: no target drawn
     fig, axes = plt.subplots(1 + len(names), 1, figsize=(8, 2.4 * (1 + len(names))), sharex=True)
     axes = list(axes) if len(names) else [axes]
     loads = [b.load for b in cal.bins]
@@ -107,12 +114,12 @@ def write_plot(cal: Calibration, path: Path, *, composite: str) -> None:
     axes[0].set_ylim(bottom=0)
     by_metric = {p.metric: p for p in cal.terms}
     for ax, name in zip(axes[1:], names, strict=True):
-        ax.plot(loads, [b.terms.get(name, math.nan) for b in cal.bins], "o-", ms=3)
+        ax.plot(loads, [b.terms.get(name, b.observed.get(name, math.nan)) for b in cal.bins], "o-", ms=3)
         ax.set_ylabel(name, fontsize=7)
         p = by_metric.get(name)
         # Past the knee a queue and the latency explode; scale the axis to the region that matters.
         upto = cal.knee_rps if cal.knee_rps is not None else math.inf
-        seen = [b.terms.get(name, math.nan) for b in cal.bins if b.load <= upto]
+        seen = [b.terms.get(name, b.observed.get(name, math.nan)) for b in cal.bins if b.load <= upto]
         seen = [v for v in seen if math.isfinite(v)]
         top = max([*seen, p.target if p is not None else 0.0], default=0.0)
         if top > 0:

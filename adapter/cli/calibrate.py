@@ -2,7 +2,10 @@
 
 Source: a running Deployment's history in Prometheus / VictoriaMetrics (``--prometheus-url``, ``--namespace``,
 ``--deployment``, ``--since``), or a simulated fleet swept through steady loads (``--simulate`` with the
-``simulate`` command's fleet options). Output: a summary on stdout, ``--json`` (the report, with the load
+``simulate`` command's fleet options). The SLO: P99 bounds on vLLM's TTFT / inter-token / e2e histograms
+(``--slo ttft=2s,itl=100ms``, the default: a load breaks it when any bound's P99 does), or one e2e P99 bound on
+one histogram (``--slo-p99 0.8s [--histogram NAME]``). Output: a summary on stdout (with the token mix and the
+KV-cache usage the history saw), ``--json`` (the report, with the load
 bins), ``--catalog-out`` (the ``composites:`` entry to paste into your catalog) and ``--plot`` (PNG: per-pod
 load vs the share of slow requests and vs each term, the knee and the safe point marked). Exit code 0 when
 targets were proposed, 1 when the history never reached the knee, 2 on a user error (one line on stderr).
@@ -43,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     src.add_argument(
         "--histogram",
-        default="vllm:e2e_request_latency_seconds",
-        help="the engine's e2e latency histogram (its _bucket series decide the SLO)",
+        default=None,
+        help="with --slo-p99: the latency histogram whose _bucket series decide it "
+        "(default vllm:e2e_request_latency_seconds)",
     )
     sim = p.add_argument_group("or a simulated fleet (--simulate)")
     sim.add_argument("--simulate", action="store_true", help="sweep a simulated fleet through steady loads")
@@ -60,7 +64,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     sim.add_argument("--profile", default=None, help="engine profile with --engine token (default llama3-8b-h100)")
     sim.add_argument("--mix", default=None, help="request mix with --engine token (default azure-conversation)")
-    sim.add_argument("--slo", default=None, help="P99 bounds with --engine token (default ttft=2s,itl=100ms)")
     sim.add_argument(
         "--trace",
         type=Path,
@@ -68,7 +71,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="a trace CSV (the simulate layout) whose demand growth sets the cold-start headroom",
     )
     cal = p.add_argument_group("what safe means")
-    cal.add_argument("--slo-p99", default="0.8s", help="P99 latency SLO (default 0.8s)")
+    cal.add_argument(
+        "--slo",
+        default=None,
+        help="P99 bounds on vLLM's TTFT / inter-token / e2e histograms, ttft=2s,itl=100ms[,e2e=30s] (the default, "
+        "for a backend's history and --engine token); a load is over the SLO when any bound's P99 is",
+    )
+    cal.add_argument(
+        "--slo-p99",
+        default="0.8s",
+        action=_Given,
+        help="instead: one e2e P99 bound on --histogram (e.g. 0.8s; the request-queue engine's SLO, default 0.8s)",
+    )
     cal.add_argument("--slo-quantile", type=float, default=0.99, help="the SLO's quantile (default 0.99)")
     cal.add_argument(
         "--cold-start",
@@ -88,7 +102,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--json", type=Path, default=None, help="write the report here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG here")
     p.add_argument("--catalog-out", type=Path, default=None, help="write the proposed composites: entry here")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, slo_p99_given=False)
+
+
+class _Given(argparse.Action):
+    """Stores the value and notes that the user gave the option (``<dest>_given``): ``--slo-p99`` keeps its
+    default for the request-queue engine and picks the e2e form for a backend's history only when given."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
 
 
 def _token_engine(args: argparse.Namespace) -> Any:
@@ -104,6 +128,24 @@ def _token_engine(args: argparse.Namespace) -> Any:
     return TokenEngine(
         profile(args.profile or DEFAULT_PROFILE), mix(args.mix or DEFAULT_MIX), parse_slo(args.slo or DEFAULT_SLO)
     )
+
+
+def _token_slo(args: argparse.Namespace) -> Any:
+    """The TTFT/ITL/e2e bounds of the token form (``SloBounds``), None for the e2e form (``--slo-p99``, the
+    request-queue engine); ``ValueError``/``CliError`` for a bad or contradictory SLO."""
+    from adapter.sim.slo import DEFAULT_SLO, parse_slo
+
+    if args.simulate:
+        if args.engine != "token":
+            return None
+    else:
+        if args.slo is not None and (args.slo_p99_given or args.histogram is not None):
+            raise CliError("give --slo (TTFT/ITL/e2e bounds) or --slo-p99 with --histogram (one e2e bound), not both")
+        if args.slo_p99_given:
+            return None
+        if args.histogram is not None:
+            raise CliError("--histogram goes with --slo-p99 (the e2e form); --slo reads vLLM's own histograms")
+    return parse_slo(args.slo or DEFAULT_SLO)
 
 
 def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -> Any:
@@ -159,6 +201,9 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
     ]
     if missing:
         raise CliError(f"give {', '.join(missing)} (or --simulate)")
+    bounds = _token_slo(args)
+    if bounds is None and args.histogram is None:
+        args.histogram = "vllm:e2e_request_latency_seconds"
     step = parse_duration(args.step)
     end = args.end if args.end is not None else time.time()
     start = end - parse_duration(args.since)
@@ -176,9 +221,10 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
                 start=start,
                 end=end,
                 step_s=step,
-                slo_s=slo_s,
+                slo_s=None if bounds is not None else slo_s,
+                slo=bounds,
                 window=args.window,
-                histogram=args.histogram,
+                histogram=args.histogram or "vllm:e2e_request_latency_seconds",
             )
 
     return asyncio.run(read())
@@ -188,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
     """0: targets proposed; 1: the knee was not reached; 2: a user error (one line on stderr)."""
     from adapter.calibrate.knee import calibrate
     from adapter.calibrate.report import catalog_snippet, summary, to_dict, write_plot
+    from adapter.calibrate.workload import observed_workload
     from adapter.catalog import load_catalog
 
     try:
@@ -203,11 +250,9 @@ def run(args: argparse.Namespace) -> int:
         if history.load.size == 0:
             raise CliError("no history: no pod of the Deployment had load, latency buckets and the terms' series")
         label = None
-        if args.simulate and args.engine == "token":
-            from adapter.sim.slo import DEFAULT_SLO, parse_slo
-
-            bounds = parse_slo(args.slo or DEFAULT_SLO).stated
-            label = ", ".join(f"{k.upper()} P99 <= {v:g} s" for k, v in bounds.items())
+        token_slo = _token_slo(args)
+        if token_slo is not None:
+            label = ", ".join(f"{k.upper()} P99 <= {v:g} s" for k, v in token_slo.stated.items())
         cal = calibrate(
             history,
             terms,
@@ -221,12 +266,14 @@ def run(args: argparse.Namespace) -> int:
     except (CliError, ConfigError, AdapterError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    sys.stdout.write(summary(cal, composite=name))
+    workload = observed_workload(history, cal)
+    sys.stdout.write(summary(cal, composite=name, workload=workload))
     snippet = catalog_snippet(cal, composite=name)
     if snippet:
         sys.stdout.write("\n" + snippet)
     if args.json is not None:
-        args.json.write_text(json.dumps(to_dict(cal, composite=name), indent=2) + "\n", encoding="utf-8")
+        report = to_dict(cal, composite=name, workload=workload)
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.catalog_out is not None and snippet:
         args.catalog_out.write_text(snippet, encoding="utf-8")
     if args.plot is not None:

@@ -19,7 +19,7 @@ on the shared trace).
 published vLLM figures), ``--mix`` the request mix, or a trace's per-row token sums give each window its own
 (``--prompt-tokens-col COL --output-tokens-col COL --count``); ``--slo ttft=2s,itl=100ms`` (the default) bounds
 P99 TTFT and ITL, and a minute violates the SLO when any bound is broken. ``--peak-pods`` then counts pods at
-the knee of the mix. ``--live`` runs the request-queue fleet only.
+the knee of the mix. ``--live`` runs either engine against the real server.
 
 The replay starts at ``--start``; ``auto`` (the default) starts at the trace's beginning, or, when a
 policy boosts, after the forecaster's history span (at most a quarter of the trace), which is fed to the
@@ -407,8 +407,6 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         engine=engine,
     )
     if args.live:
-        if engine is not None:
-            raise ValueError("--live runs the request-queue fleet: drop --engine token")
         from adapter.demo.live import LiveOptions
 
         if len(policies) != 1:
@@ -463,8 +461,8 @@ def _run_live(
     import json
     from dataclasses import replace
 
-    from adapter.demo.live import compare, live_document, offline_twin, run_live
-    from adapter.demo.live_report import live_lines, write_live_plot
+    from adapter.demo.live import run_live
+    from adapter.demo.live_report import compare, live_document, live_lines, offline_twin, write_live_plot
     from adapter.demo.servers import DevServerError
     from adapter.sim.simulate import physics
 
@@ -485,7 +483,8 @@ def _run_live(
         "slo_p99_s": config.slo_p99_s,
         "trace_peak_rps": trace.peak_rps,
         "initial_replicas": live.initial_replicas,
-        "physics": physics(config.fleet),
+        "physics": physics(config.fleet) if config.engine is None else config.engine.describe(),
+        "slo": live.slo,
         "scrape_interval_s": options.scrape_interval_s,
     }
     json_path.write_text(json.dumps(live_document(policy, live, comparison, inputs), indent=2) + "\n", encoding="utf-8")

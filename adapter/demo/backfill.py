@@ -7,7 +7,7 @@ fleet's past into the Prometheus data directory before launching it:
 * ``history_span_s(forecast)`` -- how much simulated past the forecaster pulls (its model's lookback, one
   rate window, a few steps of slack);
 * ``load_history(...)`` -- OpenMetrics text of ``vllm:request_success_total`` for each of the fleet's pods
-  over that span, with exactly the labels the live exporter serves (``adapter.demo.exporter``). The counts
+  over that span, with exactly the labels the live exporter serves (``adapter.demo.render``). The counts
   are the trace's arrivals split evenly over the pods and capped at each pod's capacity (what the fleet
   would have completed in steady state): a history of the load, not a replay of the queueing physics, which
   would take minutes to integrate. Timestamps are wall (Unix) seconds on the demo's compressed clock, so the
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from adapter.catalog import ForecastDef
-from adapter.demo.exporter import VLLM_ENGINE, VLLM_FINISHED_REASONS
+from adapter.demo.render import VLLM_ENGINE, VLLM_FINISHED_REASONS
 from adapter.exposition import label_pairs
 from adapter.sim.fleet import FleetSnapshot
 from adapter.sim.forecasting import history_points

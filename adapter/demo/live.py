@@ -1,26 +1,28 @@
-"""The closed loop against the real server (``simulate --live``), and the offline replay that checks it.
+"""The closed loop against the real server (``simulate --live``): a simulated fleet, a real Prometheus scraping
+it, the real adapter, and the HPA model reading the adapter over HTTP.
 
 Everything runs on 127.0.0.1 and is torn down on exit:
 
-1. the step-by-step fleet model (``adapter.sim.fleet.Fleet``, with the offline engine's M/G/c waiting
-   before saturation unless ``queueing=False``) advanced by ``FleetRunner`` on a compressed clock:
-   ``speed`` simulated seconds per wall second, for the trace *and* the physics (model load, drain,
-   queues), so a 5-hour run takes 15 minutes at the default speed 20;
-2. its /metrics (``adapter.demo.exporter``: dcgm-exporter, vLLM and kube-state-metrics series) scraped by
-   a throwaway Prometheus every ``scrape_interval_s`` wall seconds;
-3. ``python -m adapter serve --insecure-plain-http --pod-source prometheus`` with the catalog's time
-   windows (PromQL ranges, the forecast step) divided by ``speed``, so they cover the same simulated time;
-4. the HPA model, synced every 15 *simulated* seconds: it lists the pods as the controller's pod lister
-   would (from the fleet, as the Kubernetes API holds them), reads each Pods metric exactly as the
-   controller does (``GET .../v1beta2/namespaces/<ns>/pods/%2A/<metric>?labelSelector=<scale selector>``,
-   ``MilliValue()`` of every item), reconciles, and applies a rescale to the fleet.
+1. the fleet: token-level vLLM engines (``adapter.demo.tokenpods.TokenPods`` around ``adapter.sim.tokenfleet``,
+   the physics of ``simulate --engine token``, with the trace's per-window mix when it has token columns), or the
+   request-queue fleet (``adapter.sim.fleet.Fleet``, with the offline engine's M/G/c waiting before saturation
+   unless ``queueing=False``), advanced by ``FleetRunner`` on a compressed clock: ``speed`` simulated seconds per
+   wall second, for the trace *and* the physics (model load, drain, queues), so a 5-hour run takes 15 minutes at
+   the default speed 20;
+2. its /metrics (``adapter.demo.render``: dcgm-exporter, vLLM's own families and kube-state-metrics series)
+   scraped by a throwaway Prometheus every ``scrape_interval_s`` wall seconds;
+3. ``python -m adapter serve --insecure-plain-http --pod-source prometheus`` with the catalog's time windows
+   (PromQL ranges, the forecast step) divided by ``speed``, so they cover the same simulated time
+   (``adapter.demo.catalogs.scaled_catalog``);
+4. the HPA model (``adapter.demo.autoscaler.Autoscaler``), synced every 15 *simulated* seconds.
 
-Every sync is recorded (``SyncRecord``: the clock, replicas, pods and milli-values it read, the replicas it
-chose). ``replay`` feeds the records to a *fresh* ``HPAModel`` whose replica count follows only its own
-decisions: identical decisions at every sync prove that the live loop's HPA is the offline model, fed
-nothing but what it read over HTTP, and that each decision reached the fleet (the next sync's replica count
-is the previous decision). ``compare`` also runs the offline engine over the same span for a side-by-side
-(not identical: live values lag by the scrape interval and the server's PromQL windows).
+Every sync is recorded (``SyncRecord``); ``adapter.demo.autoscaler.replay`` proves the live HPA is the offline model
+fed what it read, and ``adapter.demo.live_report`` sets the run beside the offline engine on the same span.
+
+The run's figures come from the fleet itself: on token engines its own ledger, per simulated minute, as the
+offline engine's (completions, requests and output tokens over each stated TTFT/ITL/e2e bound, drops,
+pod-seconds), so the live and offline summaries count the same things; on the request queue from snapshots of
+each pod's e2e histogram.
 
 The adapter's own clocks are compressed too: its answer cache (``cache_ttl_seconds``), its pod-membership
 cache (``--pod-cache-ttl``) and its forecast tick (``--forecast-tick``) are divided by ``speed``, so they hold
@@ -30,48 +32,43 @@ for the same simulated time as in a cluster.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import numpy as np
 import numpy.typing as npt
 import yaml
 
-from adapter.api.groups import PREFIX
-from adapter.catalog import DURATION, Catalog, duration_seconds, parse_catalog
-from adapter.hpa.controller import ControllerConfig, HPAModel
-from adapter.hpa.proposals import MetricReading
-from adapter.hpa.replicas import PodInfo
-from adapter.hpa.spec import HPASpec
-from adapter.quantity import milli_value, parse_quantity
+from adapter.catalog import parse_catalog
+from adapter.demo.adapter_process import AdapterProcess
+from adapter.demo.autoscaler import Autoscaler, ReplayResult, replay
+from adapter.demo.catalogs import catalog_document, scaled_catalog
+from adapter.demo.exporter import MetricsExporter
+from adapter.demo.runner import FleetRunner
+from adapter.demo.servers import DevServerError, scraping_prometheus
+from adapter.demo.tokenpods import TokenPods
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
 from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
 from adapter.sim.fleet import Fleet, FleetSnapshot, PodPhase
-from adapter.sim.observer import pod_info
 from adapter.sim.policies import Policy, average_usage
 from adapter.sim.simulate import (
     MINUTE_S,
-    PolicyRun,
     SimulationConfig,
     SimulationError,
     SyncRecord,
     initial_replicas,
     knee,
     latency_window,
-    run_policy,
 )
+from adapter.sim.tokenfleet import TokenEngine, oracle_gpu_hours_by_mix
 from adapter.sim.trace import ScaledTrace, TraceClock
 
-API = f"{PREFIX}/v1beta2"
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 
@@ -99,193 +96,7 @@ class LiveOptions:
             raise SimulationError("tick_s must be positive")
 
 
-# -- the server's catalog on the compressed clock ---------------------------------------------------------
-
-
-def _scaled_duration(text: str, speed: float, where: str) -> tuple[str, float]:
-    if not DURATION.match(text):
-        raise SimulationError(f"{where}: {text!r} is not a duration")
-    wall = duration_seconds(text) / speed
-    return f"{max(1, round(wall * 1000))}ms", wall
-
-
-def scaled_catalog(doc: dict[str, Any], speed: float, scrape_interval_s: float) -> dict[str, Any]:
-    """A copy of a catalog document whose time windows cover the same *simulated* time at ``speed``.
-
-    Every metric ``window``, the forecast's ``window``, ``step`` and ``forget_after``, the answer cache's
-    ``cache_ttl_seconds`` and the value store's ``refresh``, ``max_staleness`` and ``idle`` are divided by
-    ``speed`` (durations written in ms). Raises ``SimulationError``
-    when a PromQL window would hold fewer than four scrapes (``rate()`` needs two samples): lower ``speed``
-    or the scrape interval.
-    """
-    out: dict[str, Any] = json.loads(json.dumps(doc))
-
-    def need_scrapes(wall: float, where: str) -> None:
-        if wall < 4 * scrape_interval_s:
-            raise SimulationError(
-                f"{where} becomes {wall:.2f} s of wall time at speed {speed:g}, under four scrapes of "
-                f"{scrape_interval_s:g} s: lower --speed or --scrape-interval"
-            )
-
-    for name, metric in (out.get("metrics") or {}).items():
-        if isinstance(metric, dict) and metric.get("window"):
-            metric["window"], wall = _scaled_duration(str(metric["window"]), speed, f"metrics.{name}.window")
-            need_scrapes(wall, f"metrics.{name}.window")
-    forecast = out.get("forecast")
-    if isinstance(forecast, dict):
-        for key, default in (("window", None), ("step", "5m"), ("forget_after", "1h")):
-            text = forecast.get(key, default)
-            if text is None:
-                continue
-            forecast[key], wall = _scaled_duration(str(text), speed, f"forecast.{key}")
-            if key in ("window", "step"):
-                need_scrapes(wall, f"forecast.{key}")
-    out["cache_ttl_seconds"] = float(out.get("cache_ttl_seconds", 0) or 0) / speed
-    store = out.get("store")
-    if isinstance(store, dict):  # the value store's refresh, staleness and idle time (defaults: 15s, 2x, 1h)
-        for key, default in (("refresh", "15s"), ("max_staleness", None), ("idle", "1h")):
-            text = store.get(key, default)
-            if text is not None:
-                store[key], _ = _scaled_duration(str(text), speed, f"store.{key}")
-    parse_catalog(out)  # fail here, not in the server's log
-    return out
-
-
-def catalog_document(path: Path | None) -> dict[str, Any]:
-    """The catalog YAML as a document: ``path``, or the embedded ``adapter/catalog.yaml``."""
-    if path is None:
-        text = resources.files("adapter").joinpath("catalog.yaml").read_text(encoding="utf-8")
-    else:
-        text = Path(path).read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
-    if not isinstance(doc, dict):
-        raise SimulationError("the catalog is not a YAML mapping")
-    return doc
-
-
-# -- what the HPA controller sees ---------------------------------------------------------------------------
-
-
-def pod_infos(snapshot: FleetSnapshot, cpu_request_milli: int) -> tuple[PodInfo, ...]:
-    """The pods the scale selector lists, as the Kubernetes API holds them (``observer.pod_info``, the
-    offline engine's conversion): a loading pod is Running but not Ready; a deleted (draining) pod has its
-    deletion timestamp set."""
-    return tuple(
-        pod_info(
-            pod.name,
-            ready=pod.phase is PodPhase.READY,
-            created=pod.created_at,
-            ready_at=pod.ready_at,
-            cpu_request_milli=cpu_request_milli,
-            deleted=pod.phase is PodPhase.TERMINATING,
-        )
-        for pod in snapshot.pods
-    )
-
-
-def pods_metric_path(namespace: str, metric: str) -> str:
-    """The path the HPA requests for a Pods metric (kubernetes/metrics versioned_client.go:
-    ``GetForObjects`` with name ``*``, escaped as the client's URL builder does)."""
-    return f"{API}/namespaces/{quote(namespace, safe='')}/pods/%2A/{quote(metric, safe='')}"
-
-
-def read_pods_metric(client: httpx.Client, namespace: str, metric: str, selector: str) -> MetricReading:
-    """One Pods-metric read as the HPA controller does it: ``{describedObject.name: MilliValue()}`` of every
-    item, or a failed reading carrying the error (kubernetes pkg/controller/podautoscaler/metrics/client.go
-    ``GetRawMetric``)."""
-    try:
-        response = client.get(pods_metric_path(namespace, metric), params={"labelSelector": selector})
-    except httpx.HTTPError as exc:
-        return MetricReading.failed(f"unable to fetch metrics from custom metrics API: {exc}")
-    if response.status_code != 200:
-        try:
-            message = str(response.json().get("message", response.text))
-        except ValueError:
-            message = response.text.strip()
-        return MetricReading.failed(f"unable to fetch metrics from custom metrics API: {message}")
-    try:
-        items = response.json()["items"]
-        values = {str(i["describedObject"]["name"]): milli_value(parse_quantity(str(i["value"]))) for i in items}
-    except (ValueError, KeyError, TypeError) as exc:
-        return MetricReading.failed(f"unable to fetch metrics from custom metrics API: bad answer: {exc}")
-    return MetricReading.pods(values)
-
-
-class Autoscaler:
-    """The HPA controller for one simulated Deployment served by the adapter.
-
-    ``sync(now)`` is one controller sync: list the pods (from the fleet, as the pod lister would), read each
-    Pods metric of the spec over HTTP (``read_pods_metric``), reconcile the model, and scale the fleet when
-    it decides to. ``runner`` is an ``adapter.demo.exporter.FleetRunner`` (``snapshot``, ``set_replicas``).
-    """
-
-    def __init__(self, spec: HPASpec, runner: Any, client: httpx.Client, namespace: str, selector: str,
-                 cpu_request_milli: int = 4000, config: ControllerConfig | None = None) -> None:  # fmt: skip
-        for metric in spec.metrics:
-            if metric.type != "Pods":
-                raise SimulationError(f"the live loop reads Pods metrics only: {metric.describe()}")
-        self.spec = spec
-        self.model = HPAModel(spec, config)
-        self.runner = runner
-        self.client = client
-        self.namespace = namespace
-        self.selector = selector
-        self.cpu_request_milli = cpu_request_milli
-
-    def sync(self, now: float) -> tuple[SyncRecord, FleetSnapshot]:
-        """One sync at ``now`` (seconds on the fleet's clock); returns its record and the fleet it saw."""
-        snapshot: FleetSnapshot = self.runner.snapshot()
-        pods = pod_infos(snapshot, self.cpu_request_milli)
-        metrics = tuple(read_pods_metric(self.client, self.namespace, m.name, self.selector) for m in self.spec.metrics)
-        current = snapshot.desired_replicas
-        status = sum(1 for p in snapshot.pods if p.phase is not PodPhase.TERMINATING)
-        decision = self.model.reconcile(now, spec_replicas=current, status_replicas=status, metrics=metrics,
-                                        pods=pods)  # fmt: skip
-        if decision.rescale:
-            self.runner.set_replicas(decision.desired_replicas)
-        return SyncRecord(now, current, status, pods, metrics, decision.desired_replicas), snapshot
-
-
-# -- replay ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplayResult:
-    """Replicas a fresh ``HPAModel`` chose from the recorded inputs, and the syncs where they differ from the
-    recorded decision (or where the recorded replica count was not the previous decision)."""
-
-    decisions: tuple[int, ...]
-    mismatches: tuple[int, ...]
-
-    @property
-    def matches(self) -> bool:
-        """True when every replayed decision equals the live one."""
-        return not self.mismatches
-
-
-def replay(spec: HPASpec, records: Sequence[SyncRecord], config: ControllerConfig | None = None) -> ReplayResult:
-    """Re-run the recorded syncs through a fresh ``HPAModel``; its replica count is its own last decision
-    (starting from the first record's), never the recorded one."""
-    model = HPAModel(spec, config)
-    decisions: list[int] = []
-    mismatches: list[int] = []
-    current = records[0].spec_replicas if records else 0
-    for i, rec in enumerate(records):
-        decision = model.reconcile(
-            rec.now,
-            spec_replicas=current,
-            status_replicas=rec.status_replicas,
-            metrics=rec.readings,
-            pods=rec.pods,
-        )
-        decisions.append(decision.desired_replicas)
-        if decision.desired_replicas != rec.desired or rec.spec_replicas != current:
-            mismatches.append(i)
-        current = decision.desired_replicas
-    return ReplayResult(tuple(decisions), tuple(mismatches))
-
-
-# -- accounting on the step-by-step fleet ---------------------------------------------------------------
+# -- accounting -------------------------------------------------------------------------------------------------
 
 
 def _count_at_most(cumulative: Sequence[float], completed: float, bound: float) -> float:
@@ -333,13 +144,56 @@ class _Accounts:
     def violated(self) -> npt.NDArray[np.bool_]:
         return violated_minutes(self.completions, self.over, self.dropped)
 
+    def totals(self, desired: _I64, ups: int, downs: int, gpus_per_pod: int) -> RunTotals:
+        return RunTotals(
+            completions=self.completions, over_slo=self.over, dropped=self.dropped, pod_seconds=self.pod_seconds,
+            desired=desired, scale_ups=ups, scale_downs=downs, peak_queue=self.peak_waiting, gpus_per_pod=gpus_per_pod,
+        )  # fmt: skip
+
+
+def token_summary(
+    pods: TokenPods, trace: ScaledTrace, start_s: float, minutes: int, desired: _I64, ups: int, downs: int
+) -> dict[str, float | int | str | None]:
+    """The summary of ``minutes`` simulated minutes from ``start_s`` (a whole minute of the fleet's ledger) on
+    token engines, counted as the offline engine counts them: the fleet's own ledger, violation minutes per stated
+    bound (``ttft_violation_minutes`` ...), and the oracle at each minute's knee (of that minute's mix when the
+    trace has token columns)."""
+    fleet = pods.fleet
+    engine: TokenEngine = fleet.engine
+    first = round((start_s - fleet.start) / MINUTE_S)
+    span = slice(first, first + minutes)
+    led = fleet.ledger
+    gpus = fleet.config.gpus_per_pod
+    totals = RunTotals(
+        completions=led.completions[span], over_slo=led.over_slo[span], dropped=led.dropped[span],
+        pod_seconds=led.pod_seconds[span], desired=desired, scale_ups=ups, scale_downs=downs,
+        peak_queue=float(led.max_waiting[span].max(initial=0.0)), gpus_per_pod=gpus,
+    )  # fmt: skip
+    arrivals = led.arrivals[span] / MINUTE_S
+    oracle: float | None
+    if trace.mix_at(start_s) is not None:
+        mixes = [trace.mix_at(start_s + m * MINUTE_S) or (None, None) for m in range(minutes)]
+        knees = np.asarray([engine.knee(*mx) for mx in mixes])
+        saturation = np.asarray([engine.model(*mx).saturation_rps for mx in mixes])
+        oracle = oracle_gpu_hours_by_mix(arrivals, knees, saturation, gpus)
+    else:
+        per_pod = engine.knee()
+        oracle = oracle_gpu_hours(arrivals, per_pod, gpus) if per_pod > 0 else None
+    summary = summarize(totals, oracle_gpu_hours=oracle)
+    for bound, broken in fleet.bound_minutes().items():
+        summary[f"{bound}_violation_minutes"] = int(broken[span].sum())
+    return summary
+
 
 # -- the loop ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class LiveResult:
-    """A live run: what every sync read and decided, its replay, and figures like an offline run's."""
+    """A live run: what every sync read and decided, its replay, and figures like an offline run's.
+
+    ``sync_ttft`` / ``sync_itl``: on token engines, the worst ready pod's TTFT and ITL P99 at each sync (the
+    demo's status-line figure, ``TokenPods.latency_p99``); NaN on the request queue."""
 
     policy: str
     records: tuple[SyncRecord, ...]
@@ -356,6 +210,9 @@ class LiveResult:
     wall_s: float
     speed: float
     scrape_interval_s: float = 0.0
+    sync_ttft: _F64 = field(default_factory=lambda: np.zeros(0))
+    sync_itl: _F64 = field(default_factory=lambda: np.zeros(0))
+    slo: dict[str, float] = field(default_factory=dict)  # the bounds the minutes were judged against
 
     @property
     def sync_desired(self) -> _I64:
@@ -385,12 +242,9 @@ class _SimClock:
 
 @contextlib.contextmanager
 def _server_stack(
-    fleet: Fleet, trace: ScaledTrace, clock: _SimClock, catalog_doc: dict[str, Any], options: LiveOptions
-) -> Iterator[tuple[Any, str]]:
+    fleet: Fleet | TokenPods, trace: ScaledTrace, clock: _SimClock, catalog_doc: dict[str, Any], options: LiveOptions
+) -> Iterator[tuple[FleetRunner, str]]:
     """Exporter + Prometheus + adapter around ``fleet``; yields (runner, adapter URL). Stops all on exit."""
-    from adapter.demo.exporter import FleetRunner, MetricsExporter
-    from adapter.demo.servers import AdapterProcess, DevServerError, scraping_prometheus
-
     say = options.log or (lambda _text: None)
     with contextlib.ExitStack() as stack:
         # The runner's time base is the simulated clock: the trace and the physics both run at ``speed``.
@@ -438,9 +292,10 @@ def _server_stack(
 def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, options: LiveOptions) -> LiveResult:
     """Run ``policy`` in the closed loop for ``config.duration_s`` simulated seconds (see the module doc).
 
-    The fleet starts at ``config.start_s`` with the initial replicas; the first HPA sync follows a warm-up.
-    Raises ``SimulationError`` for a policy the live loop cannot serve (only Pods metrics: there is no
-    metrics-server for cpu) or when a server cannot be started.
+    ``config.engine`` set: token-level engines of that profile, mix and SLO; else the request-queue fleet. The
+    fleet starts at ``config.start_s`` with the initial replicas; the first HPA sync follows a warm-up of whole
+    simulated minutes. Raises ``SimulationError`` for a policy the live loop cannot serve (only Pods metrics: there
+    is no metrics-server for cpu) or when a server cannot be started.
     """
     for metric in policy.hpa.metrics:
         if metric.type != "Pods":
@@ -453,16 +308,17 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
     live_doc = scaled_catalog(doc, options.speed, options.scrape_interval_s)
     period = config.sync_period_s
     warmup = options.warmup_s if options.warmup_s is not None else latency_window(catalog) + 60.0
-    hpa_start = math.ceil((config.start_s + warmup) / period) * period
+    # Whole minutes, so the run's minutes are the fleet ledger's (the sync period divides a minute).
+    hpa_start = config.start_s + math.ceil(warmup / MINUTE_S - 1e-9) * MINUTE_S
     spec = policy.hpa
     replicas = initial_replicas(trace, replace(config, start_s=hpa_start), spec.min_replicas, spec.max_replicas)
-    # The same waiting before saturation as the offline engine (none with queueing=False).
-    fleet = Fleet(
-        config.fleet,
-        replicas=replicas,
-        now=config.start_s,
-        waits=config.wait_model() if config.queueing else None,
-    )
+    fleet: Fleet | TokenPods
+    if config.engine is not None:
+        fleet = TokenPods(config.engine, config.fleet, replicas=replicas, now=config.start_s)
+    else:  # the same waiting before saturation as the offline engine (none with queueing=False)
+        fleet = Fleet(
+            config.fleet, replicas=replicas, now=config.start_s, waits=config.wait_model() if config.queueing else None
+        )
     clock = _SimClock(config.start_s, options.speed)
     n_syncs = max(1, math.ceil(config.duration_s / period - 1e-9))
     deployment = config.fleet.deployment
@@ -470,6 +326,7 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
     accounts = _Accounts(hpa_start, config.duration_s, config.slo_p99_s)
     records: list[SyncRecord] = []
     rates, readies, usages = np.zeros(n_syncs), np.zeros(n_syncs, dtype=np.int64), np.full(n_syncs, np.nan)
+    ttfts, itls = np.full(n_syncs, np.nan), np.full(n_syncs, np.nan)
     errors = late = ups = downs = 0
     started = time.monotonic()
     with (
@@ -496,7 +353,11 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
             if record.desired != record.spec_replicas:
                 ups, downs = (ups + 1, downs) if record.desired > record.spec_replicas else (ups, downs + 1)
             records.append(record)
-            accounts.add(now, snapshot, period)
+            if config.engine is None:
+                accounts.add(now, snapshot, period)
+            else:
+                status = runner.status()
+                ttfts[i], itls[i] = status.ttft_p99_s, status.itl_p99_s
             rates[i] = trace.rate_at(now).rate
             readies[i] = snapshot.count(PodPhase.READY)
             usage = average_usage(metrics[0])
@@ -508,23 +369,23 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
                     f" (ready {readies[i]})  metric {usages[i]:.3f}  read errors {errors}"
                 )
         runner.stop()
+        # The last sync's period runs to its end, as offline: the minutes all hold a whole minute of load.
+        if isinstance(fleet, TokenPods):
+            fleet.advance(max(hpa_start + n_syncs * period - fleet.now, 0.0), trace.rate_at(fleet.now).rate)
     wall = time.monotonic() - started
     desired = np.asarray([r.desired for r in records], dtype=np.int64)
-    per_pod = knee(config)
-    minute_rates = np.asarray([trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)])
-    totals = RunTotals(
-        completions=accounts.completions,
-        over_slo=accounts.over,
-        dropped=accounts.dropped,
-        pod_seconds=accounts.pod_seconds,
-        desired=desired,
-        scale_ups=ups,
-        scale_downs=downs,
-        peak_queue=accounts.peak_waiting,
-        gpus_per_pod=config.fleet.gpus_per_pod,
-    )
-    oracle = oracle_gpu_hours(minute_rates, per_pod, config.fleet.gpus_per_pod) if per_pod > 0 else None
-    summary = summarize(totals, oracle_gpu_hours=oracle)
+    if isinstance(fleet, TokenPods):
+        minutes = max(1, math.ceil(config.duration_s / MINUTE_S - 1e-9))
+        summary = token_summary(fleet, trace, hpa_start, minutes, desired, ups, downs)
+        slo = dict(fleet.engine.slo.stated)
+    else:
+        per_pod = knee(config)
+        minute_rates = np.asarray(
+            [trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)]
+        )
+        oracle = oracle_gpu_hours(minute_rates, per_pod, config.fleet.gpus_per_pod) if per_pod > 0 else None
+        summary = summarize(accounts.totals(desired, ups, downs, config.fleet.gpus_per_pod), oracle_gpu_hours=oracle)
+        slo = {"e2e": config.slo_p99_s}
     return LiveResult(
         policy=policy.name,
         records=tuple(records),
@@ -541,68 +402,7 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
         wall_s=wall,
         speed=options.speed,
         scrape_interval_s=options.scrape_interval_s,
+        sync_ttft=ttfts,
+        sync_itl=itls,
+        slo=slo,
     )
-
-
-def offline_twin(
-    policy: Policy, trace: ScaledTrace, config: SimulationConfig, live: LiveResult, catalog: Catalog
-) -> PolicyRun:
-    """The offline engine over the live run's span, from the same initial replicas and physics (the live
-    fleet waits before saturation as the offline one does); the values the live HPA reads are about one
-    scrape interval old, so that is the twin's ``metric_delay_s`` (rounded to whole syncs)."""
-    scrape_sim_s = live.scrape_interval_s * live.speed
-    twin = replace(
-        config,
-        start_s=live.start_s,
-        duration_s=float(live.sync_t.size) * config.sync_period_s,
-        initial_replicas=live.initial_replicas,
-        metric_delay_s=round(scrape_sim_s / config.sync_period_s) * config.sync_period_s,
-    )
-    return run_policy(policy, trace, twin, catalog)
-
-
-def compare(live: LiveResult, offline: PolicyRun) -> dict[str, Any]:
-    """Side-by-side figures of a live run and the offline engine on the same span (informative only)."""
-    n = min(live.sync_t.size, offline.sync_t.size)
-    a = live.sync_desired[:n].astype(np.float64)
-    b = offline.sync_desired[:n].astype(np.float64)
-    corr = float(np.corrcoef(a, b)[0, 1]) if n > 1 and a.std() > 0 and b.std() > 0 else None
-    return {
-        "syncs": n,
-        "replicas_mean_abs_diff": float(np.mean(np.abs(a - b))) if n else None,
-        "replicas_correlation": corr,
-        "same_replicas_share": float(np.mean(a == b)) if n else None,
-        "live": live.summary,
-        "offline": offline.summary,
-    }
-
-
-def live_document(
-    policy: Policy, live: LiveResult, comparison: dict[str, Any], inputs: dict[str, Any]
-) -> dict[str, Any]:
-    """The JSON written by ``simulate --live``."""
-    return {
-        "mode": "live",
-        "policy": policy.name,
-        "description": policy.description,
-        "inputs": inputs,
-        "speed": live.speed,
-        "wall_s": live.wall_s,
-        "syncs": len(live.records),
-        "read_errors": live.read_errors,
-        "late_syncs": live.late_syncs,
-        "replay": {
-            "matches": live.replay.matches,
-            "mismatches": list(live.replay.mismatches[:20]),
-            "mismatch_count": len(live.replay.mismatches),
-        },
-        "live": live.summary,
-        "offline_comparison": comparison,
-        "series": {
-            "t": live.sync_t.tolist(),
-            "arrival_rps": live.sync_rate.round(3).tolist(),
-            "live_replicas": live.sync_desired.tolist(),
-            "live_ready": live.sync_ready.tolist(),
-            "live_metric": [None if math.isnan(v) else round(float(v), 4) for v in live.sync_usage],
-        },
-    }

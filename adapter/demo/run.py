@@ -9,13 +9,13 @@ Everything runs on 127.0.0.1 and is torn down on exit (Ctrl-C, SIGTERM, ``--dura
    boost and the boosted composite answer from the first minute instead of after 10 hours;
 4. ``python -m adapter serve`` against that Prometheus, pods from kube-state-metrics series, with the demo's
    Deployment listed under ``forecast.workloads`` so it is forecast before anyone asks;
-5. with ``autoscale``, the HPA model (``adapter.demo.live.Autoscaler``: the design's HPA, reading
+5. with ``autoscale``, the HPA model (``adapter.demo.autoscaler.Autoscaler``: the design's HPA, reading
    ``llm_composite_load_boosted`` over HTTP as the controller does) resizes the fleet.
 
 Time: like ``simulate --live``, everything runs on one compressed clock, ``speed`` simulated seconds per wall
 second (default 60: an hour a minute) -- the trace, the fleet's physics (model loading, queues), the HPA's
 15 s syncs and stabilization windows, and the adapter's own windows (the catalog's PromQL windows, forecast
-step, caches; ``adapter.demo.live.scaled_catalog``). A compressed clock shows the whole product in a minute,
+step, caches; ``adapter.demo.catalogs.scaled_catalog``). A compressed clock shows the whole product in a minute,
 but the adapter then reads request rates per *wall* second: ``llm_load_forecast`` is ``speed`` times the
 simulated req/s the status line prints (the status line and the PNG divide it back).
 
@@ -36,25 +36,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
-from urllib.parse import quote
 
 import httpx
 import yaml
 
-from adapter.api.groups import PREFIX
-from adapter.demo.exporter import FleetRunner, HpaStatus, MetricsExporter, RunnerStatus
+from adapter.demo.adapter_process import AdapterProcess
+from adapter.demo.autoscaler import Autoscaler
+from adapter.demo.catalogs import catalog_document, scaled_catalog, token_catalog
+from adapter.demo.exporter import MetricsExporter
+from adapter.demo.render import HpaStatus
+from adapter.demo.runner import FleetRunner
+from adapter.demo.servers import DevServerError, free_port, scraping_prometheus
 from adapter.demo.timeline import Sample, Timeline
 from adapter.demo.tokenpods import TokenPods
-from adapter.quantity import parse_quantity
+from adapter.demo.view import AdapterView, kubectl_command, metric_paths, read_view, status_line
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.slo import DEFAULT_SLO
 from adapter.sim.tokenfleet import TokenEngine
-from adapter.sim.trace import ScaledTrace, TraceClock, default_trace_path, format_sim_time, load_trace
+from adapter.sim.trace import ScaledTrace, TraceClock, default_trace_path, load_trace
 
-API_PREFIX = f"{PREFIX}/v1beta2"
-POD_METRICS = ("llm_composite_load", "llm_composite_load_boosted", "gpu_utilization_p90", "inference_queue_depth")
-OBJECT_METRICS = ("llm_composite_load", "llm_load_forecast", "llm_load_boost", "llm_composite_load_boosted")
 DEFAULT_SPEED = 60.0  # a simulated hour per wall minute
 DEFAULT_SCRAPE_S = 0.5  # 4 scrapes in the 2-minute latency window at speed 60
 HPA_SYNC_S = 15.0  # the controller's --horizontal-pod-autoscaler-sync-period default (simulated seconds)
@@ -111,143 +112,16 @@ class DemoOptions:
             raise ValueError("--engine must be token or queue")
 
 
-def metric_paths(namespace: str, deployment: str) -> list[str]:
-    """API paths the demo suggests: discovery, Pods metrics by ``app=<deployment>``, then the Deployment's
-    Object metrics (the composite, the forecast, the boost and the boosted composite)."""
-    selector = quote(f"app={deployment}", safe="")
-    paths = [API_PREFIX]
-    paths += [f"{API_PREFIX}/namespaces/{namespace}/pods/*/{m}?labelSelector={selector}" for m in POD_METRICS]
-    paths += [f"{API_PREFIX}/namespaces/{namespace}/deployments.apps/{deployment}/{m}" for m in OBJECT_METRICS]
-    return paths
-
-
-def kubectl_command(server: str, path: str) -> str:
-    """A ready-to-paste ``kubectl get --raw`` against a plain-HTTP adapter."""
-    return f"kubectl --server={server} get --raw '{path}'"
-
-
-@dataclass(frozen=True)
-class AdapterView:
-    """What the adapter answered for the Deployment at one instant (NaN: no answer, e.g. a 404 reason)."""
-
-    composite: float = math.nan
-    boost: float = math.nan
-    boosted: float = math.nan
-    forecast_rps: float = math.nan  # simulated requests/s (the served value divided by the speed)
-    forecast_reason: str = ""  # why there is no forecast, from the adapter's 404 message
-
-
-def _fmt(value: float, spec: str = ".2f") -> str:
-    return "-" if math.isnan(value) else format(value, spec)
-
-
-def status_line(status: RunnerStatus, view: AdapterView | None = None) -> str:
-    """One line: simulated time, arrival rate (and whether it is held over a gap), replicas, queue, P99, and
-    (when given) the adapter's live composite next to the forecast, the boost and the boosted composite."""
-    rate = f"{status.rate.rate:6.1f} req/s"
-    if status.rate.held:
-        rate += f" (held: {status.rate.status.value})"
-    line = (
-        f"[{format_sim_time(status.sim_time_s)}] arrivals {rate} | replicas {status.desired} "
-        f"(ready {status.ready}, loading {status.loading}, terminating {status.terminating}) | "
-        f"waiting {status.waiting:.0f} running {status.running:.0f} | "
-        + (
-            f"worst P99 {status.worst_p99_s:.1f}s"
-            if math.isnan(status.ttft_p99_s)
-            else f"worst TTFT P99 {status.ttft_p99_s:.2f}s, ITL P99 {status.itl_p99_s * 1000:.0f}ms"
-        )
-    )
-    if view is not None:
-        forecast = (
-            f"forecast {_fmt(view.forecast_rps, '.1f')} req/s"
-            if not math.isnan(view.forecast_rps)
-            else f"forecast - ({view.forecast_reason or 'no answer'})"
-        )
-        line += (
-            f" | composite {_fmt(view.composite)}, boost {_fmt(view.boost)}: boosted {_fmt(view.boosted)} | {forecast}"
-        )
-    return line
-
-
 def first_start_s(start_hour: float, history_s: float) -> float:
     """Simulated start: ``start_hour`` on the first trace day with ``history_s`` of trace before it."""
     day = max(0, math.ceil((history_s - start_hour * 3600.0) / 86400.0))
     return day * 86400.0 + start_hour * 3600.0
 
 
-# The demo's composite on token-level engines (docs/demo.md "The demo catalog"): the design's weights, the
-# latency term on vLLM's ITL P99, the input that tracks load most nearly linearly below the knee and binds first
-# on the default mix (docs/simulation.md "Which inputs read load on a real vLLM"). GPU and queue targets are what
-# `python -m adapter calibrate --simulate --engine token` proposes on the default profile and mix: the GPU term is
-# flat (100 % busy below the knee), the queue keeps 8 (it reads 0 below saturation). The ITL term's idle and
-# target come from the same engine (``itl_bounds``), read through vLLM's ITL buckets as histogram_quantile reads
-# them, with calibrate's rule: the load-tracking term is scaled so the whole composite reads 1.0 at the safe point.
-ITL_METRIC = "inference_itl_p99_seconds"
-ITL_DEFINITION: dict[str, Any] = {
-    "help": "P99 of vllm:inter_token_latency_seconds over the window (histogram_quantile over the pod's buckets)",
-    "query": "histogram_quantile(0.99, sum by (<<by>>, le) "
-    "(rate(vllm:inter_token_latency_seconds_bucket{<<matchers>>}[<<window>>])))",
-    "window": "2m",
-    "layouts": ["target"],
-    "reduce": "max",
-    "objects": "mean",
-}
-GPU_WEIGHT, QUEUE_WEIGHT, ITL_WEIGHT = 0.4, 0.3, 0.3
-QUEUE_TARGET = 8.0
-HPA_TOLERANCE = 0.1  # the HPA controller's default --horizontal-pod-autoscaler-tolerance
-
-
-def itl_bounds(engine: TokenEngine) -> tuple[float, float]:
-    """(idle, target) of the ITL term. Both read the engine's ITL P99 as ``histogram_quantile(0.99)`` reads it
-    over vLLM's ITL buckets: idle on an idle pod; the target so that, with the GPU term flat (1 when busy) and the
-    queue at 0 below saturation, the composite reads 1.0 at the safe point ``knee / band`` (``calibrate``'s safe
-    point, the band ``1 + tolerance / (1 - flat weight)``)."""
-    import numpy as np
-
-    from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
-    from adapter.sim.vllm_families import ITL_BUCKETS
-
-    model = engine.model()
-    upper = np.asarray(ITL_BUCKETS, dtype=np.float64)
-    band = 1.0 + HPA_TOLERANCE / (1.0 - GPU_WEIGHT)
-
-    def read(rate: float) -> float:
-        samples = model.at(rate).itl_s
-        cumulative = np.append(np.searchsorted(samples, upper, side="right"), samples.size).astype(np.float64)
-        return float(histogram_quantile(SLO_QUANTILE, upper, cumulative[None, :])[0])
-
-    idle, safe = read(1e-3), read(engine.knee() / band)
-    reading = (1.0 - GPU_WEIGHT) / ITL_WEIGHT  # what the ITL term must read at the safe point
-    return idle, idle + (safe - idle) / reading
-
-
-def token_catalog(doc: dict[str, Any], engine: TokenEngine) -> dict[str, Any]:
-    """``doc`` with the ITL metric and the token-engine composite as ``llm_composite_load`` (a new document)."""
-    import copy
-
-    idle, target = itl_bounds(engine)
-    out = copy.deepcopy(doc)
-    out.setdefault("metrics", {})[ITL_METRIC] = copy.deepcopy(ITL_DEFINITION)
-    out.setdefault("composites", {})["llm_composite_load"] = {
-        "help": f"{GPU_WEIGHT:g} x GPU P90/100 + {QUEUE_WEIGHT:g} x queue/{QUEUE_TARGET:g} + {ITL_WEIGHT:g} x "
-        f"(ITL P99 - {idle:.4f})/({target:.4f} - {idle:.4f}) (demo, token engine)",
-        "terms": [
-            {"metric": "gpu_utilization_p90", "weight": GPU_WEIGHT, "target": 100, "idle": 0, "flat": True},
-            {"metric": "inference_queue_depth", "weight": QUEUE_WEIGHT, "target": QUEUE_TARGET, "idle": 0},
-            {"metric": ITL_METRIC, "weight": ITL_WEIGHT, "target": round(target, 4), "idle": round(idle, 4),
-             "when_missing": "idle"},
-        ],
-        "objects": "mean",
-    }  # fmt: skip
-    return out
-
-
 def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
     """The embedded catalog on the demo's clock (``scaled_catalog``), forecasting the demo's Deployment from
     the start (``forecast.workloads``) rather than from the first request; on the token engine with the
     ITL composite (``token_catalog``)."""
-    from adapter.demo.live import scaled_catalog
-
     if options.engine == "token":
         doc = token_catalog(doc, demo_engine(options.profile))
     out = scaled_catalog(doc, options.speed, options.scrape_interval_s)
@@ -300,41 +174,6 @@ def demo_engine(profile_name: str) -> TokenEngine:
     return TokenEngine(profile(profile_name), mix(DEFAULT_MIX), parse_slo(DEFAULT_SLO))
 
 
-def read_object_metric(client: httpx.Client, namespace: str, deployment: str, metric: str) -> tuple[float, str]:
-    """One Object metric of the Deployment: (value, "") or (NaN, the adapter's message when it answered)."""
-    path = f"{API_PREFIX}/namespaces/{namespace}/deployments.apps/{deployment}/{metric}"
-    try:
-        response = client.get(path)
-        body = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        return math.nan, f"unreachable: {exc}"
-    if response.status_code != 200:
-        return math.nan, str(body.get("message", response.status_code)) if isinstance(body, dict) else ""
-    try:
-        return float(parse_quantity(str(body["items"][0]["value"]))), ""
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        return math.nan, f"bad answer: {exc}"
-
-
-def read_view(client: httpx.Client, options: DemoOptions) -> AdapterView:
-    """The Deployment's composite, boost, boosted composite and forecast, as the adapter serves them now."""
-    values: dict[str, float] = {}
-    reason = ""
-    for metric in OBJECT_METRICS:
-        value, message = read_object_metric(client, options.namespace, options.deployment, metric)
-        values[metric] = value
-        if metric == "llm_load_forecast" and message:
-            # "no forecast: insufficient_history" -> the reason after the last colon.
-            reason = message.rsplit(":", 1)[-1].strip()
-    return AdapterView(
-        composite=values["llm_composite_load"],
-        boost=values["llm_load_boost"],
-        boosted=values["llm_composite_load_boosted"],
-        forecast_rps=values["llm_load_forecast"] / options.speed,
-        forecast_reason=reason,
-    )
-
-
 def _wait_for_series(prom_url: str, namespace: str, timeout: float) -> None:
     """Wait until Prometheus holds the fleet's kube_pod_labels (the first scrape can take a moment)."""
     query = f'kube_pod_labels{{namespace="{namespace}"}}'
@@ -382,8 +221,6 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
     """
     from adapter.catalog import parse_catalog
     from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
-    from adapter.demo.live import catalog_document
-    from adapter.demo.servers import AdapterProcess, DevServerError, free_port, scraping_prometheus
     from adapter.sim.simulate import SimulationError
 
     def say(text: str = "") -> None:
@@ -488,7 +325,6 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
             client = stack.enter_context(httpx.Client(base_url=server, timeout=5.0, trust_env=False))
             autoscaler = None
             if options.autoscale:
-                from adapter.demo.live import Autoscaler
                 from adapter.sim.policies import design_hpa
 
                 spec = design_hpa(
@@ -520,7 +356,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                     ))  # fmt: skip
                     next_sync = max(next_sync + HPA_SYNC_S, sim_now())
                 if time.monotonic() >= next_sample:
-                    view = read_view(client, options)
+                    view = read_view(client, options.namespace, options.deployment, options.speed)
                     status = runner.status()
                     timeline.add(Sample(
                         sim_time_s=status.sim_time_s, arrivals_rps=status.rate.rate, desired=status.desired,

@@ -6,9 +6,9 @@ keeps its data, its config and its log in one temporary directory::
     with PrometheusProcess() as prom:          # start() ... close()
         httpx.get(f"{prom.url}/api/v1/query", params={"query": "up"})
 
-Lifecycle: ``start()`` launches and waits for readiness; ``stop()`` (SIGTERM) and ``kill()`` (SIGKILL) end
-the process but keep the port and the data directory, so a later ``start()`` brings the *same* server back
-(restart / crash fault tests; freezing one is ``tests/support/procs.py``'s ``pause``/``resume``); ``close()``
+Lifecycle: ``start()`` launches and waits for readiness; ``stop()`` (SIGTERM) ends the process but keeps the
+port and the data directory, so a later ``start()`` brings the *same* server back (restart fault tests; crashing
+or freezing one is ``tests/support/procs.py``'s ``kill``/``pause``/``resume``); ``close()``
 stops it and deletes the directory. Nothing happens at construction or import time.
 """
 
@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -30,7 +29,7 @@ from typing import IO, Self
 import httpx
 
 LOOPBACK = "127.0.0.1"
-_LOG_TAIL_CHARS = 4000
+LOG_TAIL_CHARS = 4000
 # How often a failed first start may retry on a fresh port: free_port() can race with another process
 # that grabs the same port between our probe and the server's bind.
 _PORT_RACE_RETRIES = 3
@@ -136,7 +135,7 @@ class _ServerProcess:
     def start(self, timeout: float = 30.0) -> None:
         """Launch the server and return once it answers its readiness probe; a no-op if already running.
 
-        After ``stop()`` or ``kill()`` this restarts on the same port with the same data. Raises
+        After ``stop()`` (or a crash) this restarts on the same port with the same data. Raises
         ``BinaryNotFound`` if the executable is missing and ``DevServerError`` (with the log's tail) if the
         process exits early or is not ready within ``timeout`` seconds (it is killed then).
         """
@@ -198,7 +197,7 @@ class _ServerProcess:
                 except httpx.HTTPError:
                     pass  # not listening yet
                 if time.monotonic() > deadline:
-                    self.kill()
+                    self._kill()
                     raise DevServerError(
                         f"{self._name} not ready at {self.url}{self._ready_path} after {timeout:g}s; "
                         f"log tail:\n{self._log_tail(offset)}"
@@ -219,8 +218,8 @@ class _ServerProcess:
                 proc.wait()
         self._reap()
 
-    def kill(self) -> None:
-        """SIGKILL (a crash, for fault tests) and reap; keeps the port and the data dir for ``start()``."""
+    def _kill(self) -> None:
+        """SIGKILL a server that never became ready, and reap it."""
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -267,7 +266,7 @@ class _ServerProcess:
                 text = fh.read().decode("utf-8", errors="replace")
         except OSError as exc:
             return f"(log unreadable: {exc})"
-        return text[-_LOG_TAIL_CHARS:] or "(empty)"
+        return text[-LOG_TAIL_CHARS:] or "(empty)"
 
 
 class PrometheusProcess(_ServerProcess):
@@ -389,88 +388,3 @@ def scraping_prometheus(target: str, *, job: str, interval: str) -> PrometheusPr
         ],
         scrape_interval=interval,
     )
-
-
-def serve_command(prometheus_url: str, port: int, *args: str) -> list[str]:
-    """The command line of ``python -m adapter serve`` on loopback ``port`` reading ``prometheus_url`` with the
-    kube-state-metrics pod source (warning-level logs), plus ``args``: how every child-process adapter of the
-    demo, the tests and the benchmarks is started."""
-    return [
-        sys.executable,
-        "-m",
-        "adapter",
-        "--log-level",
-        "warning",
-        "serve",
-        "--prometheus-url",
-        prometheus_url,
-        "--bind",
-        f"{LOOPBACK}:{port}",
-        "--pod-source",
-        "prometheus",
-        *args,
-    ]
-
-
-class AdapterProcess:
-    """``python -m adapter serve`` as a child process on a loopback port (plain HTTP, kube-state-metrics pod
-    source), for the demo, the live simulation and the benchmarks: the adapter as it is deployed, in a
-    process of its own. Its log goes to ``log_dir/adapter.log``; ``start()`` waits for ``/readyz``."""
-
-    def __init__(
-        self, prometheus_url: str, log_dir: Path, *, port: int | None = None, extra_args: Sequence[str] = ()
-    ) -> None:
-        self.port = port or free_port()
-        self.url = f"http://{LOOPBACK}:{self.port}"
-        self.log_path = Path(log_dir) / "adapter.log"
-        self._command = serve_command(prometheus_url, self.port, "--insecure-plain-http", *extra_args)
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def start(self, timeout: float = 60.0) -> None:
-        """Launch and wait until ``/readyz`` answers 200; DevServerError (with the log's tail) otherwise."""
-        with self.log_path.open("wb") as log:
-            # A new session keeps a terminal's Ctrl-C from reaching the child: its owner stops it.
-            self._proc = subprocess.Popen(
-                self._command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=1.0, trust_env=False) as client:
-            while time.monotonic() < deadline:
-                if self._proc.poll() is not None:
-                    raise DevServerError(
-                        f"the adapter exited with code {self._proc.returncode}; log tail:\n{self._tail()}"
-                    )
-                try:
-                    if client.get(f"{self.url}/readyz").status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass  # not listening yet
-                time.sleep(0.1)
-        raise DevServerError(
-            f"the adapter was not ready at {self.url}/readyz after {timeout:g}s; log tail:\n{self._tail()}"
-        )
-
-    def check_alive(self) -> None:
-        """Raise DevServerError (with the log's tail) if the adapter has exited."""
-        if self._proc is not None and self._proc.poll() is not None:
-            raise DevServerError(f"the adapter exited with code {self._proc.returncode}; log tail:\n{self._tail()}")
-
-    def _tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-_LOG_TAIL_CHARS:] or "(empty)"
-        except OSError as exc:
-            return f"(log unreadable: {exc})"
-
-    def stop(self, timeout: float = 10.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()

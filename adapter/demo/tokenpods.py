@@ -73,6 +73,10 @@ class TokenPods:
             self.fleet.advance(self.fleet.now + dt, arrival_rate)
         self._noise = [self._rng.gauss(0.0, 1.0) for _ in self._uuids]
 
+    def set_mix(self, means: tuple[float, float] | None) -> None:
+        """The (prompt, output) tokens per request of the requests arriving from now on (None: the engine's mix)."""
+        self.fleet.set_mix(*(means or (None, None)))
+
     def set_replicas(self, n: int, now: float) -> None:
         """Scale to ``n`` pods at ``now`` (the fleet's clock), as a ReplicaSet does."""
         self.fleet.set_replicas(n, now)

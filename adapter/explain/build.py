@@ -27,7 +27,7 @@ from adapter.hpa.proposals import MetricReading as HPAReading
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec, MetricSpec
 from adapter.labels import EVERYTHING
-from adapter.provider.prometheus import MetricReading
+from adapter.provider.values import MetricReading
 from adapter.quantity import milli_value, parse_quantity
 from adapter.query.promql import PromQL, Scope, render
 from adapter.samples import Sample

@@ -17,7 +17,7 @@ from adapter.explain.model import Explanation
 from adapter.hpa.spec import HPASpec
 from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.base import MetricInfo, MetricSample, MetricsProvider, ObjectRef, pod_ref
-from adapter.provider.prometheus import MetricReading
+from adapter.provider.values import MetricReading
 from adapter.query.promql import PromQL, Scope
 from adapter.samples import Sample
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods

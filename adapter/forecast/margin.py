@@ -19,6 +19,13 @@ overlap ``k`` steps, i.e. ``k`` times fewer independent origins):
    in-sample absolute error fits within the *lower confidence bound* of the shrunk model's gain,
    ``mean(gain) - z * SE(gain)`` (``z = 1.645``: one-sided 95 %). A margin that *lowers* the in-sample error
    is credited nothing (it would be a drift fitted to the history). No significant gain, no margin.
+3. With ``under_gap`` (default None: off), the margin widens when needed: it is raised, if it is
+   not already, to the shrunk model's in-sample error quantile at ``1 - u + under_gap``, where ``u`` is
+   persistence's in-sample under-forecast rate at the same origins, so the forecast under-forecasts the
+   history ``under_gap`` less often than persistence did. Near the median this costs little absolute error (the
+   median is where the absolute error is flat), and it is what the under-forecast rate needs on a load that
+   drifts up (persistence then under-forecasts more than half the time, and a margin earned from a small gain
+   may not reach that far).
 
 The contract a base model's ``Fitted`` adds (``Replaying``): ``in_sample(steps)`` is what the fitted model
 would have forecast at each point of its prepared history (``base.prepare``'s ``values``), ``steps`` ahead,
@@ -50,12 +57,15 @@ class Replaying(Fitted, Protocol):
     def in_sample(self, steps: int) -> np.ndarray: ...
 
 
-def check_margin_params(quantile: float | None, z: float) -> None:
-    """Raise ``ValueError`` unless ``quantile`` is None or in (0.5, 1) and ``z`` is finite and >= 0."""
+def check_margin_params(quantile: float | None, z: float, under_gap: float | None = None) -> None:
+    """Raise ``ValueError`` unless ``quantile`` is None or in (0.5, 1), ``z`` is finite and >= 0 and ``under_gap``
+    is None or in [0, 0.5)."""
     if quantile is not None and not 0.5 < quantile < 1.0:
         raise ValueError(f"quantile must be None or in (0.5, 1), got {quantile!r}")
     if not (math.isfinite(z) and z >= 0):
         raise ValueError(f"z must be a finite number >= 0, got {z!r}")
+    if under_gap is not None and not 0.0 <= under_gap < 0.5:
+        raise ValueError(f"under_gap must be None or in [0, 0.5), got {under_gap!r}")
 
 
 def lead_errors(values: np.ndarray, paths: np.ndarray) -> np.ndarray:
@@ -99,6 +109,18 @@ def earned_margin(
     return 0.0
 
 
+def under_floor(errors: np.ndarray, persistence_errors: np.ndarray, *, gap: float) -> float:
+    """The smallest margin (never below 0) at which the in-sample under-forecast rate of ``errors`` (actual minus
+    forecast) is ``gap`` below persistence's at the same origins: their quantile at ``1 - u + gap``, ``u`` the
+    share of persistence's errors above 0; 0.0 with fewer than ``MIN_ERROR_PAIRS`` pairs."""
+    ok = np.isfinite(errors) & np.isfinite(persistence_errors)
+    if int(ok.sum()) < MIN_ERROR_PAIRS:
+        return 0.0
+    u = float(np.mean(persistence_errors[ok] > 0))
+    q = min(max(1.0 - u + gap, 0.0), 1.0)
+    return max(float(np.quantile(errors[ok], q)), 0.0)
+
+
 def shrink_weight(errors: np.ndarray, persistence_errors: np.ndarray, *, lead: int) -> float:
     """How far to trust the model over persistence ``lead`` steps ahead, in [0, 1] (module docstring):
     ``max(0, 1 - 1/t^2)`` with ``t`` the t-statistic of its mean in-sample gain; 1 when there are fewer than
@@ -136,6 +158,7 @@ class WithMargin:
     skip: int
     quantile: float
     z: float = DEFAULT_Z
+    under_gap: float | None = None
 
     def forecast(self, steps: int) -> np.ndarray:
         check_steps(steps)
@@ -158,4 +181,6 @@ class WithMargin:
             # The shrunk model's own errors: persistence's, moved ``weight`` of the way to the model's.
             shrunk = pe - weight[k] * (pe - e)
             margin[k] = earned_margin(shrunk, pe, lead=lead, quantile=self.quantile, z=self.z)
+            if self.under_gap is not None:
+                margin[k] = max(margin[k], under_floor(shrunk, pe, gap=self.under_gap))
         return Plan(weight=weight, margin=margin)

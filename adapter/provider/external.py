@@ -1,4 +1,4 @@
-"""external.metrics.k8s.io: workload-level values, read through the Prometheus provider's read path.
+"""external.metrics.k8s.io: workload-level values, read through the catalog provider's read path.
 
 Modelled on kubernetes-sigs/custom-metrics-apiserver ``pkg/provider/interfaces.go`` (ExternalMetricsProvider:
 ``ListAllExternalMetrics`` and ``GetExternalMetric(namespace, metricSelector, info)``). An external metric
@@ -18,6 +18,10 @@ Two kinds of metric are served:
   series' own labels, exactly as a custom metric's ``metricLabelSelector``. For a composite it selects the pods
   (any term series of the pod matches), whose every term is then read: engine labels such as ``model_name``
   are never on dcgm-exporter's series, and a term missing for every pod is a 503, never a re-weighted value.
+
+Both are answered from the value store, as custom metrics are (``provider/values.py``): a (namespace, catalog
+metric, labelSelector) is one store key, refreshed with one query per interval, whatever the number of HPAs
+polling it.
 """
 
 from __future__ import annotations
@@ -26,11 +30,11 @@ import logging
 from dataclasses import dataclass
 
 from adapter.aggregate import combine, servable
-from adapter.catalog import BOOST_METRIC, FORECAST_METRIC
 from adapter.errors import BadRequest, NotFound, route_not_found
 from adapter.labels import EVERYTHING, Selector
 from adapter.provider.base import MetricInfo, ObjectRef
 from adapter.provider.prometheus import PrometheusProvider
+from adapter.provider.served import Served
 from adapter.query.promql import Scope, selector_matchers
 
 log = logging.getLogger(__name__)
@@ -57,43 +61,40 @@ class ExternalProvider:
 
     def __init__(self, provider: PrometheusProvider) -> None:
         self.provider = provider
-        catalog = provider.catalog
-        self._workload_metrics: tuple[str, ...] = ()
-        if catalog.forecast is not None and provider.forecasts is not None:
-            self._workload_metrics = (catalog.forecast.boosted, FORECAST_METRIC, BOOST_METRIC)
+        self.values = provider.values
+        self.served = provider.served  # the catalog's metrics and composites, and the forecast's with a service
 
     def list_all_metrics(self) -> list[str]:
         """Every external metric name (discovery); no I/O."""
-        return sorted({*self.provider.catalog.names(), *self._workload_metrics})
+        return sorted(self.served)
 
     async def get(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
         """The items for ``metric`` in ``namespace`` selected by ``selector``; NotFound for an unknown metric,
         BadRequest for a selector that cannot apply."""
-        if metric in self._workload_metrics:
-            return await self._per_deployment(namespace, metric, selector)
-        if metric in self.provider.catalog.metrics or metric in self.provider.catalog.composites:
-            return await self._combined(namespace, metric, selector)
-        raise route_not_found(f"external metric {metric!r} is not served; see discovery")
+        served = self.served.get(metric)
+        if served is None:
+            raise route_not_found(f"external metric {metric!r} is not served; see discovery")
+        if served.kind in ("metric", "composite"):
+            return await self._combined(namespace, served, selector)
+        return await self._per_deployment(namespace, metric, selector)
 
-    async def _combined(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
+    async def _combined(self, namespace: str, served: Served, selector: Selector) -> list[ExternalValue]:
         selector_matchers(selector, "labelSelector")  # 400 before any query for what PromQL cannot express
         scope = Scope(namespace, None)
-        catalog = self.provider.catalog
-        if metric in catalog.composites and selector.requirements:
+        if served.kind == "composite" and selector.requirements:
             # A composite's terms come from different exporters: engine labels (model_name, ...) are on the
             # engine's series only, never on dcgm-exporter's. So the selector picks the *pods* (those with a
             # term series matching it), and every term is then read for exactly those pods.
-            terms = list(dict.fromkeys(t.metric for t in catalog.composites[metric].terms))
-            readings = [await self.provider.read(name, scope, selector) for name in terms]
+            readings = [await self.values.read(self.served[name], scope, selector) for name in served.names]
             pods = sorted({pod for r in readings for pod in r.values})
             if not pods:
                 return []
             scope, selector = Scope(namespace, tuple(pods)), EVERYTHING
-        reading = await self.provider.read(metric, scope, selector)
+        reading = await self.values.read(served, scope, selector)
         if not reading.values:
             return []
         values = list(reading.values.values())
-        served = self.provider.served[metric]
+        metric = served.name
         combined = combine([v.value for v in values], served.combine)
         if not servable(combined):  # a sum of large per-pod values
             log.warning("external %s in %s: combined value %r is not servable", metric, namespace, combined)

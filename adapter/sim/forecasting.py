@@ -1,15 +1,19 @@
 """The forecast boost inside the what-if simulator, computed as the server computes it.
 
-``BoostTracker`` rebuilds the server's load history from the fleet's own completions, refits the catalog's
-model with ``adapter.workloads.fit_history`` (the server's function) once per forecast step and returns its
-boost. ``warmup_history`` supplies what a server that has been running for a while would already hold: the
-trace's demand over the minutes before the replay (a fleet that kept up completed what arrived), so the
+``BoostTracker`` rebuilds the server's load history from what the simulated pods export: the catalog's load is
+demand, ``rate(vllm:request_success_total) + deriv(vllm:num_requests_waiting) + deriv(vllm:num_requests_running)``
+per pod (completions plus the growth of the requests in the engine), so the tracker reads the fleet's own
+completions and, at every sync, each serving pod's waiting and running requests (``observe``), never the
+trace's true arrivals. It refits the catalog's model with ``adapter.workloads.fit_history`` (the server's
+function) once per forecast step and returns its boost. ``warmup_history`` supplies what a server that has
+been running for a while would already hold: the trace's demand over the minutes before the replay, so the
 boost works from the first sync instead of only after the model's whole history span (150 min for 30
 five-minute points: a 1-hour replay would never boost).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from types import SimpleNamespace
 from typing import cast
@@ -18,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.catalog import ForecastDef
-from adapter.sim.fluid import MINUTE_S, SimulationError
+from adapter.sim.fluid import MINUTE_S, FluidFleet, SimulationError
 from adapter.sim.trace import ScaledTrace
 from adapter.workloads import ForecastService, ForecastState, fit_history
 
@@ -53,12 +57,15 @@ def warmup_history(trace: ScaledTrace, start_s: float, span_s: float) -> _F64:
 
 
 class BoostTracker:
-    """The forecast boost as the server computes it, from the fleet's own completions.
+    """The forecast boost as the server computes it, from the fleet's own completions and in-flight requests.
 
-    The server's load history is ``sum over pods of rate(vllm:request_success_total[window])`` on the
-    forecast step grid; here: completions over ``[T - window, T)`` / window for each step ``T`` (NaN
-    where no full window exists), from ``prehistory`` (requests per minute before ``start``) followed by
-    the run's completions. Once per new step the history ending at the step is refit with
+    The server's load history is ``sum over pods of (rate(vllm:request_success_total[window]) +
+    deriv((waiting + running)[window]))`` on the forecast step grid; here, for each step ``T``: completions over
+    ``[T - window, T)`` / window from ``prehistory`` (requests per minute before ``start``) followed by the run's
+    completions, plus, per pod, the least-squares slope (PromQL's ``deriv``) of its waiting + running requests
+    over the samples ``observe`` recorded in ``(T - window, T]`` (a pod with fewer than two samples there adds
+    nothing, as the catalog's query reads it; the prehistory has none: a fleet that kept up). NaN where no full
+    window of completions exists. Once per new step the history ending at the step is refit with
     ``adapter.workloads.fit_history`` and its ``boost`` is used until the next.
     """
 
@@ -80,6 +87,49 @@ class BoostTracker:
         self.fits = 0
         self.reasons: dict[str, int] = {}
         self.fit_seconds = 0.0
+        # What observe recorded: per sample time, the serving pods' ids and their waiting + running requests.
+        self._obs_t: list[float] = []
+        self._obs_ids: list[npt.NDArray[np.int64]] = []
+        self._obs_v: list[_F64] = []
+        self._growth: dict[float, float] = {}
+
+    def observe(self, now: float, ids: npt.NDArray[np.int64], in_flight: _F64) -> None:
+        """Record, at ``now``, each serving pod's waiting + running requests (what its gauges read). A pod that
+        served at the previous sample and is gone now was deleted and drained: it reads 0 at ``now`` (the
+        simulator books a drain at once; a real pod keeps exporting while its in-flight requests finish)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        values = np.asarray(in_flight, dtype=np.float64)
+        if self._obs_ids:
+            gone = np.setdiff1d(self._obs_ids[-1], ids, assume_unique=True)
+            ids, values = np.concatenate((ids, gone)), np.concatenate((values, np.zeros(gone.size)))
+        self._obs_t.append(now)
+        self._obs_ids.append(ids)
+        self._obs_v.append(values)
+
+    def growth(self, step_ts: float) -> float:
+        """Sum over pods of ``deriv`` of their in-flight requests over ``(step_ts - window, step_ts]`` (req/s)."""
+        cached = self._growth.get(step_ts)
+        if cached is not None:
+            return cached
+        window = self.window_min * MINUTE_S
+        lo = bisect.bisect_right(self._obs_t, step_ts - window + _EPS)
+        hi = bisect.bisect_right(self._obs_t, step_ts + _EPS)
+        out = 0.0
+        if hi - lo >= 2:
+            ids = np.concatenate(self._obs_ids[lo:hi])
+            v = np.concatenate(self._obs_v[lo:hi])
+            times = np.asarray(self._obs_t[lo:hi]) - step_ts
+            t = np.repeat(times, [a.size for a in self._obs_ids[lo:hi]])
+            _, pod = np.unique(ids, return_inverse=True)
+            n = np.bincount(pod).astype(np.float64)
+            st, sv = np.bincount(pod, t), np.bincount(pod, v)
+            stt, stv = np.bincount(pod, t * t), np.bincount(pod, t * v)
+            den = n * stt - st * st
+            ok = (n >= 2) & (den > _EPS)
+            out = float(np.sum((n[ok] * stv[ok] - st[ok] * sv[ok]) / den[ok]))
+        if hi < len(self._obs_t):  # later samples exist: this step's window is complete, keep it
+            self._growth[step_ts] = out
+        return out
 
     def history(self, step_ts: float, completions: _F64) -> _F64:
         """The load on the step grid ending at ``step_ts`` (req/s), NaN where no full window exists."""
@@ -94,6 +144,9 @@ class BoostTracker:
         ok[ok] = holes[end[ok]] == holes[begin[ok]]
         values = np.full(self.points, np.nan)
         values[ok] = (cs[end[ok]] - cs[begin[ok]]) / (self.window_min * MINUTE_S)
+        if self._obs_t:
+            for i in np.flatnonzero(ok & (steps > self._obs_t[0] + _EPS)):
+                values[i] += self.growth(float(steps[i]))
         return values
 
     def boost(self, now: float, completions: _F64) -> float:
@@ -106,3 +159,11 @@ class BoostTracker:
             self.fit_seconds += self.state.fit_seconds
             self.reasons[self.state.reason] = self.reasons.get(self.state.reason, 0) + 1
         return 1.0 if self.state is None else self.state.boost
+
+
+def in_flight(fleet: FluidFleet, now: float) -> tuple[npt.NDArray[np.int64], _F64]:
+    """The serving pods' ids and what their gauges read: ``vllm:num_requests_waiting`` +
+    ``vllm:num_requests_running`` (a pod that is still loading its model exports nothing)."""
+    ready = fleet.ready_mask(now)
+    values: _F64 = (fleet.queue_depth + fleet.running)[ready]
+    return fleet.ids[ready], values

@@ -44,7 +44,7 @@ from adapter.hpa.replicas import PodInfo
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
 from adapter.sim.config import FleetConfig
 from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool, SimulationError
-from adapter.sim.forecasting import BoostTracker, history_span_s, warmup_history
+from adapter.sim.forecasting import BoostTracker, history_span_s, in_flight, warmup_history
 from adapter.sim.latency import SLO_QUANTILE, UPPER, WaitModel, histogram_quantile, knee_rate
 from adapter.sim.observer import DEFAULT_METRIC_DELAY_S, Observer
 from adapter.sim.policies import (
@@ -318,7 +318,10 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
     trace_step, trace_start = trace.trace.step_s, trace.trace.start_s
     for i in range(n_syncs):
         now = float(series.t[i])
-        boost = tracker.boost(now, fleet.ledger.completions) if tracker is not None else 1.0
+        boost = 1.0
+        if tracker is not None:
+            tracker.observe(now, *in_flight(fleet, now))
+            boost = tracker.boost(now, fleet.ledger.completions)
         pods = observer.pods(now)
         if policy.lead_s is None:
             metrics = readings(spec, observer.observed(now, latency=needs_latency), catalog, boost)

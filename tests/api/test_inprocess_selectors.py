@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from adapter.api.storage import MAX_SELECTOR_CHARS
+from adapter.api.params import MAX_SELECTOR_CHARS
 from adapter.labels import EVERYTHING, Selector
 from tests.support.api_table import NS
 from tests.support.provider_double import ProviderDouble

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from adapter.__main__ import build_parser, main
-from adapter.demo.servers import AdapterProcess
+from adapter.demo.adapter_process import AdapterProcess
 from adapter.quantity import parse_quantity
 from tests.backends.conftest import PODS, World
 from tests.support.fleet_data import expected

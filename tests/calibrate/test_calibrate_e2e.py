@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from adapter.__main__ import main
-from adapter.demo.exporter import FleetRunner, MetricsExporter
+from adapter.demo.exporter import MetricsExporter
+from adapter.demo.runner import FleetRunner
 from adapter.demo.servers import scraping_prometheus
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
@@ -65,7 +66,9 @@ def test_the_knee_is_inside_the_staircase() -> None:
 
 
 @pytest.mark.binary("prometheus")
-def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(tmp_path: Path) -> None:
+def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fleet = Fleet(CONFIG, replicas=2)
     rates = LEVELS * CONFIG.capacity_rps * 2
     trace = RateTrace(step_s=HOLD_S, rates=rates, suspect=np.zeros(rates.size, dtype=bool))
@@ -112,11 +115,19 @@ def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(tmp_
                     str(snippet),
                 ]
             )
+            # This fleet exports only vLLM's e2e histogram: the default SLO (TTFT and ITL bounds) cannot be judged.
+            capsys.readouterr()
+            token_form = main(["calibrate", "--prometheus-url", prom.url, "--namespace", "calib-ns",
+                               "--deployment", "calib", "--since", f"{end - begin:.0f}s", "--end", f"{end:.3f}",
+                               "--step", "1s", "--window", "4s"])  # fmt: skip
+            err = capsys.readouterr().err
     finally:
         exporter.stop()
         runner.stop()
     assert runner.failures == 0
     assert code == 0
+    assert token_form == 2 and err.count("\n") == 1, err
+    assert "no vllm:time_to_first_token_seconds_bucket, vllm:inter_token_latency_seconds_bucket series" in err
     report = json.loads(out.read_text())
     want = true_knee(CONFIG, SLO_S)
     got = report["knee_rps_per_pod"]

@@ -16,6 +16,7 @@ from adapter.sim.latency import WaitModel, knee_rate
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
+BACKEND = ["calibrate", "--prometheus-url", "http://127.0.0.1:{port}", "--namespace", "n", "--deployment", "d"]
 
 
 def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
@@ -73,6 +74,9 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
         (["calibrate", "--simulate", "--slo-quantile", "1.5"], "--slo-quantile"),
         (["calibrate", "--simulate", "--slo-p99", "fast"], "bad duration"),
         (["calibrate", "--simulate", "--composite", "nope"], "no composite 'nope'"),
+        ([*BACKEND, "--slo", "ttft=2s", "--slo-p99", "1s"], "or --slo-p99 with --histogram (one e2e bound), not both"),
+        ([*BACKEND, "--histogram", "vllm:e2e_request_latency_seconds"], "--histogram goes with --slo-p99"),
+        ([*BACKEND, "--slo", "ttft=2s,tpot=50ms"], "each part is NAME=DURATION"),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

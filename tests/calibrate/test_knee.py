@@ -199,3 +199,47 @@ def test_an_integer_queue_that_first_shows_a_request_just_below_the_safe_point_i
         for x in range(2, 42, 2)
     ]
     assert {p.metric: p for p in propose_terms(deep, TERMS, safe=30.0)[0]}["inference_queue_depth"].tracks_load
+
+
+def test_the_mix_is_pooled_over_requests_and_the_kv_usage_read_at_the_knee() -> None:
+    """Two pods per load: the bin's output tokens per request are tokens over requests (not a mean of the rows'
+    ratios), the KV usage its median; the report reads the KV at the knee off the bins, the mix over all rows."""
+    from adapter.calibrate.workload import observed_workload
+
+    load = np.repeat([10.0, 20.0, 30.0, 40.0], 2)
+    requests = np.array([10.0, 10.0, 20.0, 20.0, 20.0, 40.0, 40.0, 40.0])  # per s, 60 s rows: >= 500 per bin
+    history = History(
+        load=load,
+        requests=requests,
+        over_slo=requests * np.repeat([0.001, 0.002, 0.05, 0.1], 2),
+        terms={t.metric: load for t in TERMS},
+        deployment_load=np.zeros(0),
+        step_s=60.0,
+        prompt_tokens=requests * 1000.0,
+        output_tokens=requests * np.array([100.0, 300.0, 200.0, 200.0, 100.0, 400.0, 200.0, 200.0]),
+        kv_usage=load / 100.0 + np.tile([-0.01, 0.01], 4),
+    )
+    cal = calibrate(history, TERMS, slo_s=0.8, bins=8)
+    by_load = {round(b.load): b.observed for b in cal.bins}
+    assert by_load[30]["output_tokens_per_request"] == pytest.approx((20 * 100 + 40 * 400) / 60)
+    assert by_load[30]["prompt_tokens_per_request"] == pytest.approx(1000.0)
+    assert by_load[30]["kv_cache_usage"] == pytest.approx(0.30)
+    assert cal.knee_rps == pytest.approx(20 + 10 * (0.01 - 0.002) / (0.05 - 0.002))
+    seen = observed_workload(history, cal)
+    assert seen.prompt_mean == pytest.approx(1000.0)
+    assert seen.output_mean == pytest.approx(46_000 / 200)  # all output tokens/s over all requests/s
+    assert seen.requests == pytest.approx(float(requests.sum()) * 60.0)
+    assert cal.knee_rps is not None and seen.kv_at_knee == pytest.approx(cal.knee_rps / 100.0)
+    assert seen.kv_max == pytest.approx(0.41)
+    assert any(line.startswith("mix seen: 1000 prompt") for line in seen.lines())
+
+
+def test_a_history_without_token_counters_or_kv_reports_none_of_them() -> None:
+    from adapter.calibrate.workload import observed_workload
+
+    rows = np.array([5.0, 10.0, 20.0])
+    history = History(load=rows, requests=rows, over_slo=rows * 0.001, terms={}, deployment_load=np.zeros(0),
+                      step_s=60.0)  # fmt: skip
+    seen = observed_workload(history, calibrate(history, TERMS, slo_s=0.8))
+    assert (seen.prompt_mean, seen.output_mean, seen.kv_at_knee, seen.kv_max) == (None, None, None, None)
+    assert seen.lines() == []

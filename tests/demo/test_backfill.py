@@ -11,7 +11,7 @@ import pytest
 
 from adapter.catalog import parse_catalog
 from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
-from adapter.demo.live import catalog_document
+from adapter.demo.catalogs import catalog_document
 from adapter.demo.servers import PrometheusProcess
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.forecasting import history_points

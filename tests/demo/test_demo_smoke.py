@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from adapter.catalog import parse_catalog
-from adapter.demo.live import catalog_document
+from adapter.demo.catalogs import catalog_document
 from adapter.quantity import parse_quantity
 
 pytestmark = pytest.mark.binary("prometheus", "promtool")

@@ -14,13 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from adapter.demo.exporter import (
-    DCGM_EXPORTER_NAMESPACE,
-    FleetRunner,
-    HpaStatus,
-    MetricsExporter,
-    render_metrics,
-)
+from adapter.demo.exporter import MetricsExporter
+from adapter.demo.render import DCGM_EXPORTER_NAMESPACE, HpaStatus, render_metrics
+from adapter.demo.runner import FleetRunner
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig, FleetSnapshot, PodPhase
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
 

@@ -10,19 +10,11 @@ import pytest
 
 from adapter.__main__ import build_parser
 from adapter.catalog import parse_catalog
-from adapter.demo.exporter import RunnerStatus
-from adapter.demo.live import catalog_document
-from adapter.demo.run import (
-    AdapterView,
-    DemoOptions,
-    demo_catalog,
-    first_start_s,
-    kubectl_command,
-    metric_paths,
-    run_demo,
-    status_line,
-)
+from adapter.demo.catalogs import catalog_document
+from adapter.demo.run import DemoOptions, demo_catalog, first_start_s, run_demo
+from adapter.demo.runner import RunnerStatus
 from adapter.demo.timeline import Sample, Timeline
+from adapter.demo.view import AdapterView, kubectl_command, metric_paths, status_line
 from adapter.sim.simulate import SimulationError
 from adapter.sim.trace import RateSample, RateStatus
 

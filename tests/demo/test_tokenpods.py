@@ -7,9 +7,9 @@ import re
 import pytest
 
 from adapter.catalog import parse_catalog
-from adapter.demo.exporter import render_metrics
-from adapter.demo.live import catalog_document
-from adapter.demo.run import DemoOptions, build_fleet, demo_engine, itl_bounds, token_catalog
+from adapter.demo.catalogs import catalog_document, itl_bounds, token_catalog
+from adapter.demo.render import render_metrics
+from adapter.demo.run import DemoOptions, build_fleet, demo_engine
 from adapter.demo.tokenpods import TokenPods
 from adapter.sim.fleet import PodPhase
 

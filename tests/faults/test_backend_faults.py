@@ -19,7 +19,7 @@ from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fleet_data import PodSpec, build, expected
-from tests.support.procs import pause, resume
+from tests.support.procs import kill, pause, resume
 
 NS = "faults"
 PODS = [
@@ -96,7 +96,7 @@ def test_killed_mid_request(own_backend: TestBackend) -> None:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             pending = pool.submit(get, url + PATH)
             time.sleep(1.0)
-            own_backend.process.kill()  # ... which then dies under it
+            kill(own_backend.process)  # ... which then dies under it
             assert_503(pending.result(), "")
         own_backend.process.start()
         deadline = time.monotonic() + 30

@@ -20,6 +20,7 @@ from adapter.forecast.margin import (
     earned_margin,
     lead_errors,
     shrink_weight,
+    under_floor,
 )
 from adapter.forecast.margined import ArMargin, SesArMargin
 from adapter.forecast.registry import MODELS, get_model
@@ -126,6 +127,32 @@ def test_a_small_gain_buys_a_lower_quantile_than_a_large_one() -> None:
     assert 0 < small < float(np.quantile(0.98 * persistence, 0.6))
 
 
+def test_the_widened_margin_under_forecasts_the_history_gap_less_often_than_persistence() -> None:
+    rng = np.random.default_rng(6)
+    persistence = rng.normal(3.0, 10.0, 400)  # a load that drifts up: persistence under-forecasts ~62 %
+    model = 0.9 * persistence
+    u = float(np.mean(persistence > 0))
+    assert u > 0.55
+    floor = under_floor(model, persistence, gap=0.02)
+    assert float(np.mean(model > floor)) == pytest.approx(u - 0.02, abs=1.5 / model.size)
+    assert floor == pytest.approx(float(np.quantile(model, 1 - u + 0.02)))
+    # Already under-forecasting less often than persistence by the gap at no margin: nothing to add (never < 0).
+    assert under_floor(persistence - 20.0, persistence, gap=0.02) == 0.0
+    assert under_floor(model[: MIN_ERROR_PAIRS - 1], persistence[: MIN_ERROR_PAIRS - 1], gap=0.02) == 0.0
+
+
+def test_under_gap_only_ever_raises_the_margin() -> None:
+    values = noisy_ramp(150, noise=8.0)
+    plain = SesArMargin().fit(values, step_s=STEP, start_ts=0.0)
+    widened = SesArMargin(under_gap=0.02).fit(values, step_s=STEP, start_ts=0.0)
+    assert isinstance(plain, WithMargin) and isinstance(widened, WithMargin)
+    a, b = plain.plan(6), widened.plan(6)
+    np.testing.assert_allclose(a.weight, b.weight)
+    assert np.all(b.margin >= a.margin) and np.any(b.margin > a.margin)
+    with pytest.raises(ValueError, match="under_gap"):
+        SesArMargin(under_gap=0.5)
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("kind", ["level", "walk", "ramp"])
 def test_served_forecast_is_never_worse_in_sample_than_persistence(kind: str, seed: int) -> None:
@@ -195,7 +222,7 @@ def test_margin_models_forecast_from_the_end_of_the_input_across_a_trailing_gap(
     assert np.all(np.abs(f - truth) <= 5.0), (f, truth)
     assert isinstance(fitted, WithMargin) and fitted.skip == 2
     # The margins for the caller's steps 1..3 are those of leads 3..5 after the last observation.
-    no_skip = WithMargin(base=fitted.base, values=fitted.values, skip=0, quantile=0.6)
+    no_skip = WithMargin(base=fitted.base, values=fitted.values, skip=0, quantile=fitted.quantile)
     np.testing.assert_allclose(fitted.plan(3).margin, no_skip.plan(5).margin[2:])
 
 
@@ -220,7 +247,8 @@ def test_ses_ar_margin_serves_the_part_that_fits_when_the_other_cannot() -> None
     fitted = get_model("ses_ar_margin", p=1).fit(values, step_s=STEP, start_ts=0.0)
     ses = SimpleExpSmoothing(quantile=None).fit(values, step_s=STEP, start_ts=0.0)
     hist = prepare(values, step_s=STEP)
-    alone = WithMargin(base=ses, values=hist.values, skip=hist.skip, quantile=0.6)
+    assert isinstance(fitted, WithMargin)
+    alone = WithMargin(base=ses, values=hist.values, skip=hist.skip, quantile=fitted.quantile)
     np.testing.assert_allclose(fitted.forecast(6), alone.forecast(6))
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from adapter.catalog import parse_catalog
-from adapter.demo.live import catalog_document
+from adapter.demo.catalogs import catalog_document
 from adapter.forecast.boost import rise_quantile
 from adapter.workloads import fit_history
 

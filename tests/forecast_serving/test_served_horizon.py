@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from adapter.catalog import parse_catalog
-from adapter.demo.live import catalog_document
+from adapter.demo.catalogs import catalog_document
 from adapter.forecast.registry import get_model
 from adapter.workloads import _at_served_horizon, fit_history
 

@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from adapter.certs import make_ca, make_client_cert, make_serving_cert
-from adapter.demo.servers import free_port, serve_command
+from adapter.demo.adapter_process import serve_command
+from adapter.demo.servers import free_port
 from tests.support.fake_kube import FakeHandler, FakeKube, FakeRequest
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from adapter.demo.servers import AdapterProcess, PrometheusProcess, VictoriaMetricsProcess
+from adapter.demo.adapter_process import AdapterProcess
+from adapter.demo.servers import PrometheusProcess, VictoriaMetricsProcess
 
 
 class Exporter:

@@ -29,7 +29,7 @@ def selector_text(i: int) -> str:
 
 
 def digest(text: str) -> str:
-    """The label the contract promises (observability.selector_id): SHA-256 of the selector as parsed, 12 hex."""
+    """The label the contract promises (computed_series.selector_id): SHA-256 of the selector as parsed, 12 hex."""
     return hashlib.sha256(str(parse_selector(text)).encode()).hexdigest()[:12]
 
 

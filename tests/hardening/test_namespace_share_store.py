@@ -81,7 +81,7 @@ def adapter_with_clock(backend: TestBackend, cat: Any) -> Iterator[tuple[str, St
     """The running adapter, its value store, and the store's monotonic clock (a one-element list to advance)."""
     settings = Settings(prometheus_url=backend.url, pod_source="prometheus", catalog=cat, query_timeout_s=5.0)
     with running_adapter(settings) as url:
-        store = APPS[url].state.provider.store
+        store = APPS[url].state.provider.values.store
         now = [1_000_000.0]
         store.monotonic = lambda: now[0]
         yield url, store, now

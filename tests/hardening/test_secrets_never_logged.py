@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapter.demo.servers import free_port, serve_command
+from adapter.demo.adapter_process import serve_command
+from adapter.demo.servers import free_port
 from tests.hardening.test_upstream_pool_recovers import fleet
 from tests.support.backends import TestBackend
 

@@ -19,7 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapter.aggregate import CompositeValue, TermValue
 from adapter.app import create_app
 from adapter.catalog import load_catalog
-from adapter.observability import Issued, Observability, score_forecast
+from adapter.forecast.accuracy import Issued, score_forecast
+from adapter.observability import Observability
 from adapter.query.client import PromClient
 from adapter.routes.observability import classify
 from adapter.settings import Settings
@@ -252,10 +253,10 @@ def test_forgotten_workloads_take_their_series_with_them() -> None:
         obs.watch_forecasts(service)
         obs.fitted(key, ForecastState(9_900.0, 10.0, np.array([11.0]), "ses", "ok", 1.1))
         obs.history_pulled(key, 9_900.0, 100.0, np.array([10.0, 12.0]))
-        assert obs._accuracy  # scored ...
+        assert obs._accuracy.get(key) is not None  # scored ...
         names = {dict(k)["workload"] for k in samples(obs, "llm_hpa_adapter_forecast_info")}
         assert names == {"kept"}
-        assert not obs._accuracy and not obs._issued  # ... and dropped with the workload the service forgot
+        assert len(obs._accuracy) == 0  # ... and dropped with the workload the service forgot
     finally:
         executor.shutdown()
         asyncio.run(service.client._http.aclose())

@@ -1,4 +1,5 @@
-"""Processes as Linux shows them in ``/proc``: what a test may ask about a server it started."""
+"""Processes as Linux shows them in ``/proc``: what a test may ask about a server it started, and the faults it
+may inflict on it (freeze, thaw, crash)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def pause(server: PrometheusProcess | VictoriaMetricsProcess) -> None:
     ``server.stop()`` sends SIGCONT after its SIGTERM, so a paused server still stops cleanly.
     """
     os.kill(_running_pid(server), signal.SIGSTOP)
+
+
+def kill(server: PrometheusProcess | VictoriaMetricsProcess) -> None:
+    """SIGKILL the server (a crash) and reap it; its port and data dir stay for a later ``start()``."""
+    os.kill(_running_pid(server), signal.SIGKILL)
+    server.stop()  # reaps the dead process (a SIGTERM to it changes nothing)
 
 
 def resume(server: PrometheusProcess | VictoriaMetricsProcess) -> None:

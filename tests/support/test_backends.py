@@ -26,7 +26,7 @@ from adapter.demo.servers import (
     free_port,
 )
 from tests.support.backends import LoadError, Series, TestBackend
-from tests.support.procs import pause, resume
+from tests.support.procs import kill, pause, resume
 from tests.support.remote_write import (
     encode_sample,
     encode_timeseries,
@@ -326,7 +326,7 @@ def test_kill_then_start_serves_again(own_backend: TestBackend) -> None:
     process = own_backend.process
     url = own_backend.url
 
-    process.kill()
+    kill(process)
     assert not process.running() and process.pid is None
     process.start()
     assert process.running() and own_backend.url == url
