@@ -144,8 +144,20 @@ def create_app(
         pods: PodSource,
     ) -> RulesProvider:
         store = settings.catalog.store if setup.stored else None
+        objects = setup.objects
+        if objects is None and settings.pod_source == "kubernetes":
+            from adapter.pods.objects import KubeObjects  # imported only when used: it loads the k8s client
+
+            objects = KubeObjects(kubeconfig=settings.kubeconfig)
         rules = RulesProvider(
-            setup.config, client, pods, clock, relist=setup.relist, store=store, on_modes=obs.rule_modes
+            setup.config,
+            client,
+            pods,
+            clock,
+            relist=setup.relist,
+            store=store,
+            on_modes=obs.rule_modes,
+            objects=objects,
         )
         await rules.start()
         dispatcher = Dispatcher(prov, rules)

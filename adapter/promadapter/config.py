@@ -14,6 +14,7 @@ Nothing here does I/O: the caller reads the file.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -347,3 +348,15 @@ def parse_config(text: str, table: ResourceTable = BUILTIN) -> AdapterConfig:
             f"prometheus-adapter config: {n} error{'s' if n > 1 else ''}:\n" + "\n".join(f"  {e}" for e in errors.items)
         )
     return AdapterConfig(tuple(parsed["rules"]), tuple(parsed["externalRules"]), tuple(warnings))
+
+
+def with_table(config: AdapterConfig, table: ResourceTable) -> AdapterConfig:
+    """``config`` with every rule's resources resolved by ``table`` (the built-ins plus a cluster's discovery,
+    as prometheus-adapter's RESTMapper resolves them); the namespace label does not change (a built-in)."""
+
+    def rule(r: Rule) -> Rule:
+        return dataclasses.replace(r, resources=r.resources.with_table(table))
+
+    return dataclasses.replace(
+        config, rules=tuple(map(rule, config.rules)), external_rules=tuple(map(rule, config.external_rules))
+    )

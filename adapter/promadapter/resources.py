@@ -158,6 +158,25 @@ class ResourceTable:
         """The entry of a normalized group-resource (its kind and ``describedObject.apiVersion``), or None."""
         return self.resolve(gr.group, gr.resource)
 
+    @property
+    def groups(self) -> frozenset[str]:
+        """Every API group this table lists (``""`` for the core group)."""
+        return frozenset(r.group for r in self.resources)
+
+
+def guess_kind(plural: str) -> str:
+    """A kind for a resource no discovery knows, from its plural: the inverse of apimachinery's
+    ``UnsafeGuessKindToResource`` (``-ies`` -> ``-y``, ``-ses`` -> ``-s``, else the ``s`` dropped), capitalized.
+    Only the first letter can be recovered (``inferenceservices`` -> ``Inferenceservice``)."""
+    name = plural.lower()
+    if name.endswith("ies"):
+        name = name[:-3] + "y"
+    elif name.endswith("ses"):
+        name = name[:-2]
+    elif name.endswith("s"):
+        name = name[:-1]
+    return name[:1].upper() + name[1:]
+
 
 BUILTIN = ResourceTable(tuple(_BUILTIN))
 
@@ -204,6 +223,12 @@ class ResourceConverter:
     def _resolved(self) -> dict[str, GroupResource | None]:
         # Label names repeat across every listed series; each is resolved once (upstream keeps the same cache).
         return {}
+
+    def with_table(self, table: ResourceTable) -> ResourceConverter:
+        """The same rule resolved by ``table`` (a cluster's discovery): an override taken as written for a CRD
+        the old table did not know is normalized again (a singular becomes the plural the cluster serves)."""
+        overrides = {label: table.normalize(gr.group, gr.resource) or gr for label, gr in self.overrides.items()}
+        return ResourceConverter(overrides, self.template, table)
 
     def resource_for_label(self, label: str) -> GroupResource | None:
         """The group-resource a series label names, or None (overrides first, then the template)."""

@@ -20,6 +20,12 @@ Two ways to answer, chosen per (rule, resource) at load time and logged:
   as prometheus-adapter does.
 
 External rules are stored per (namespace, metric, metricSelector) the same way: their query names no object.
+
+With an ``ObjectSource`` (the Kubernetes API), each re-list first reads API discovery, so a CRD's plural
+resolves as prometheus-adapter's RESTMapper resolves it (kind, version), and ``*`` on any resource lists the
+namespace's objects matching the ``labelSelector`` from the API, as upstream's ``ListObjectNames`` does. Without
+one, a CRD an override names is served as written, its kind guessed from the plural (``guess_kind``), and ``*``
+with a ``labelSelector`` works on pods only.
 """
 
 from __future__ import annotations
@@ -33,12 +39,12 @@ from dataclasses import dataclass
 
 from adapter.errors import BadRequest, NotFound
 from adapter.labels import Selector
-from adapter.pods.base import PodSource
-from adapter.promadapter.config import AdapterConfig, Rule
+from adapter.pods.base import ObjectSource, PodSource, ServedResource
+from adapter.promadapter.config import AdapterConfig, Rule, with_table
 from adapter.promadapter.discovery import RelistSettings, list_all
 from adapter.promadapter.metrics_query import groups_by_resource, render_custom, render_external, resource_label
 from adapter.promadapter.registry import CustomMetric, Registry, Source, discover, normalize_request
-from adapter.promadapter.resources import BUILTIN, GroupResource, ResourceTable
+from adapter.promadapter.resources import BUILTIN, ApiResource, GroupResource, ResourceTable, guess_kind
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
 from adapter.query.client import PromClient
 from adapter.samples import Sample
@@ -92,6 +98,18 @@ class RulesSetup:
     config: AdapterConfig
     relist: RelistSettings = DEFAULT_RELIST
     stored: bool = True
+    objects: ObjectSource | None = None  # None: the composition root makes one when it reaches the API
+
+
+def table_with(base: ResourceTable, served: list[ServedResource]) -> ResourceTable:
+    """``base`` extended with what API discovery serves beyond it (a cluster's CRDs), after the built-ins."""
+    known = {(r.group, r.plural) for r in base.resources}
+    extra = [
+        ApiResource(r.group, r.plural, r.singular, r.kind, r.version)
+        for r in served
+        if (r.group, r.plural) not in known
+    ]
+    return base.with_resources(extra) if extra else base
 
 
 class RulesProvider:
@@ -109,13 +127,18 @@ class RulesProvider:
         store: StoreConfig | None = None,
         table: ResourceTable = BUILTIN,
         on_modes: Callable[[list[tuple[str, str, str]]], None] | None = None,
+        objects: ObjectSource | None = None,
     ) -> None:
         self.config = config
         self.client = client
         self.pods = pods
         self.clock = clock
         self.relist = relist
-        self.table = table
+        self.base_table = self.table = table
+        self.active = config  # the rules as the current table resolves them
+        self.objects = objects
+        self.discovery_error = ""  # the last failed API discovery's reason, "" after a success
+        self._written: frozenset[GroupResource] = frozenset()  # served resources no table entry knows
         self.on_modes = on_modes  # told (rule, resource, mode) after every discovery swapped in
         self.registry = EMPTY
         self.listings = 0  # successful re-lists
@@ -131,9 +154,10 @@ class RulesProvider:
     async def relist_once(self) -> None:
         """List every distinct ``seriesQuery`` and swap in the registry it gives; on failure keep the last one."""
         queries = [r.series_query for r in self.config.rules + self.config.external_rules]
+        await self._discover_api()
         try:
             answers = await list_all(self.client, queries, now=self.clock(), relist=self.relist)
-            registry = await asyncio.to_thread(discover, self.config, answers)
+            registry = await asyncio.to_thread(discover, self.active, answers)
         except Exception as exc:  # the listing failed: serve what the last good one found
             self.listing_error = str(exc) or type(exc).__name__
             log.warning("prometheus-adapter rules: series listing failed, keeping the last discovery: %s", exc)
@@ -142,11 +166,29 @@ class RulesProvider:
             self._loop.interval_s = min(self.relist.interval_s, RETRY_S)
             return
         self.registry = registry
+        self._written = frozenset(m.resource for m in registry.custom if self.table.api_resource(m.resource) is None)
         if self.on_modes is not None:
             self.on_modes(self.mode_table())
         self.listings += 1
         self.listing_error = ""
         self._loop.interval_s = self.relist.interval_s
+
+    async def _discover_api(self) -> None:
+        """Extend the resource table with the cluster's API discovery; on failure keep the last table."""
+        if self.objects is None:
+            return
+        try:
+            served = await self.objects.served_resources(skip_groups=self.base_table.groups)
+        except Exception as exc:  # the API is unreachable or refuses: resolve as the last discovery did
+            self.discovery_error = str(exc) or type(exc).__name__
+            log.warning("prometheus-adapter rules: Kubernetes API discovery failed, keeping the last one: %s", exc)
+            return
+        self.discovery_error = ""
+        table = table_with(self.base_table, served)
+        if table != self.table:
+            self.table = table
+            self.active = with_table(self.config, table)
+            self._stored.clear()
 
     def stored(self, rule: Rule, resource: GroupResource) -> bool:
         """Whether requests for ``resource`` under ``rule`` are answered from the value store."""
@@ -203,6 +245,8 @@ class RulesProvider:
         await self._loop.stop()
         if self.store is not None:
             await self.store.close()
+        if self.objects is not None:
+            await self.objects.close()
 
     # -- custom.metrics.k8s.io ---------------------------------------------------------------------
     def list_all_metrics(self) -> list[MetricInfo]:
@@ -210,18 +254,36 @@ class RulesProvider:
         return [MetricInfo(str(m.resource), m.metric, m.namespaced) for m in self.registry.custom_metrics()]
 
     def resolve(self, resource: str) -> ResolvedResource | None:
-        """A request URL's resource (``services``, ``deployment.apps``, ``jobs.batch``) as the rules know it."""
-        gr = normalize_request(self.table, resource)
-        entry = None if gr is None else self.table.api_resource(gr)
-        if gr is None or entry is None:
+        """A request URL's resource (``services``, ``deployment.apps``, ``jobs.batch``, a CRD's
+        ``plural.group``) as the rules know it."""
+        gr = self._normalize(resource)
+        if gr is None:
             return None
-        return ResolvedResource(str(gr), entry.kind, entry.api_version, not gr.namespaced_metric)
+        kind, api_version = self.reference(gr)
+        return ResolvedResource(str(gr), kind, api_version, not gr.namespaced_metric)
+
+    def _normalize(self, resource: str) -> GroupResource | None:
+        gr = normalize_request(self.table, resource)
+        if gr is None:  # a CRD an override names as written, which no discovery knows
+            plural, _, group = resource.partition(".")
+            written = GroupResource(group, plural.lower())
+            gr = written if group and written in self._written else None
+        return gr
+
+    def reference(self, gr: GroupResource) -> tuple[str, str]:
+        """``describedObject``'s kind and apiVersion for ``gr``: the table's (built-in or discovered), else for a
+        CRD no discovery knows the kind guessed from its plural and ``group/`` (upstream's ``group/version``
+        with the version unknown)."""
+        entry = self.table.api_resource(gr)
+        if entry is not None:
+            return entry.kind, entry.api_version
+        return guess_kind(gr.resource), f"{gr.group}/"
 
     def serves(self, info: MetricInfo) -> bool:
         return self._find(info) is not None
 
     def _find(self, info: MetricInfo) -> tuple[CustomMetric, Source] | None:
-        gr = normalize_request(self.table, info.resource)
+        gr = self._normalize(info.resource)
         return None if gr is None else self.registry.find_custom(gr, info.metric)
 
     async def get_metric_by_name(self, obj: ObjectRef, info: MetricInfo, metric_selector: Selector) -> MetricSample:
@@ -238,24 +300,25 @@ class RulesProvider:
     async def get_metric_by_selector(
         self, namespace: str, selector: Selector, info: MetricInfo, metric_selector: Selector
     ) -> Sequence[MetricSample]:
-        """One value per object matching ``selector`` with data. Pods come from the pod source; other resources
-        can be listed only whole (an empty ``labelSelector``): the objects the answer has data for."""
+        """One value per object matching ``selector`` with data. Pods come from the pod source, other resources'
+        objects from the Kubernetes API (``objects``); without it, an empty ``labelSelector`` lists the objects
+        the answer has data for."""
         found = self._find(info)
         if found is None:
             raise metric_not_found(info, "*")
         metric, _ = found
-        names: list[str] | None
+        names: list[str] | None = None
         if metric.resource == PODS and self.pods is not None:
             names = sorted(await self.pods.pods_for_selector(namespace, selector))
-            if not names:
-                return []
-        elif selector.is_everything():
-            names = None
-        else:
+        elif self.objects is not None:
+            names = await self._object_names(metric.resource, namespace, selector)
+        elif not selector.is_everything():
             raise BadRequest(
                 f"a labelSelector on {metric.resource} needs the objects' labels, which only the Kubernetes API "
-                "has; name the object, or select pods"
+                "has (pod source kubernetes); name the object, or select pods"
             )
+        if names is not None and not names:
+            return []
         answer = await self._answer(found, namespace, names, metric_selector)
         if names is not None and metric.resource == PODS:  # the wire encoder's columnar fast path
             hits = [n for n in names if n in answer.by_name]
@@ -263,8 +326,7 @@ class RulesProvider:
             ts = [by_name[n][1] for n in hits]
             values = [by_name[n][0] for n in hits]
             return PodSamples(namespace, info.metric, None, metric_selector, hits, ts, values)
-        entry = self.table.api_resource(metric.resource)
-        kind, api_version = ("", "") if entry is None else (entry.kind, entry.api_version)
+        kind, api_version = self.reference(metric.resource)
         wanted = sorted(answer.by_name) if names is None else [n for n in names if n in answer.by_name]
         return [
             MetricSample(
@@ -277,6 +339,16 @@ class RulesProvider:
             )
             for n in wanted
         ]
+
+    async def _object_names(self, resource: GroupResource, namespace: str, selector: Selector) -> list[str]:
+        assert self.objects is not None
+        entry = self.table.api_resource(resource)
+        if entry is None:
+            raise BadRequest(
+                f"{resource} is not served by the Kubernetes API's discovery, so its objects cannot be listed;"
+                " name the object"
+            )
+        return await self.objects.names(entry.group, entry.version, entry.plural, namespace, selector)
 
     async def _answer(
         self,

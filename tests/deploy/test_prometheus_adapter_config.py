@@ -61,6 +61,31 @@ def test_the_chart_value_renders_the_deployment_of_the_component(tmp_path: Path,
     assert _normal(chart)["spec"] == _normal(base)["spec"]
 
 
+def test_the_chart_grants_the_lists_of_the_component(tmp_path: Path, kubectl_path: str) -> None:
+    """``*`` on Services, Jobs... lists them from the API: both grant the adapter list on them, the same rules."""
+    base = with_component(tmp_path)
+    name = f"{NAME}-rule-objects-reader"
+    role = find(base, "ClusterRole", name)
+    binding = find(base, "ClusterRoleBinding", name)
+    assert binding["roleRef"]["name"] == name
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAME}]
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert {("", "services"), ("apps", "statefulsets"), ("batch", "jobs")} <= granted
+    assert all(rule["verbs"] == ["list"] for rule in role["rules"])  # list only: no get, no watch, no write
+    helm = require_binary("helm")
+    for sub in ("chart", "crd", "none"):
+        (tmp_path / sub).mkdir()
+    values: dict[str, Any] = {"prometheusAdapterConfig": {"existingConfigMap": "prometheus-adapter"}}
+    chart = template(helm, values, tmp_path / "chart")
+    assert _normal(find(chart, "ClusterRole", name))["rules"] == _normal(role)["rules"]
+    assert _normal(find(chart, "ClusterRoleBinding", name))["roleRef"] == _normal(binding)["roleRef"]
+    crd = {"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices"], "verbs": ["list"]}
+    values["prometheusAdapterConfig"]["listRules"] = [crd]
+    assert find(template(helm, values, tmp_path / "crd"), "ClusterRole", name)["rules"][-1] == crd
+    # Not serving prometheus-adapter's rules: no such grant.
+    assert not [o for o in template(helm, None, tmp_path / "none") if o["metadata"]["name"] == name]
+
+
 def test_inline_rules_render_a_configmap_the_parser_reads(tmp_path: Path) -> None:
     config = yaml.safe_load((DATA / "helm-chart-default-config.yaml").read_text())
     external = [{"seriesQuery": '{__name__="queue_depth",topic!=""}', "metricsQuery": "sum(<<.Series>>) by (topic)"}]

@@ -6,7 +6,10 @@ instead, through the real ``kubernetes`` Python client. It serves, on 127.0.0.1 
 * ``GET /api/v1/pods`` and ``GET /api/v1/namespaces/{ns}/pods``: a ``PodList``, or with ``watch=1|true`` a
   watch stream;
 * ``GET /apis/apps/v1/deployments`` and ``GET /apis/apps/v1/namespaces/{ns}/deployments``: the same for
-  Deployments.
+  Deployments;
+* any resource a test adds (``add_resource``: Services, a CRD's plural), listed the same way, and API discovery
+  (``GET /apis``, ``GET /apis/{group}/{version}``, ``fake_kube_discovery.py``) of every group it serves;
+* ``labelSelector`` on lists (``fake_kube_discovery.selector_matches``).
 
 What it imitates, and where the behaviour comes from:
 
@@ -21,8 +24,9 @@ What it imitates, and where the behaviour comes from:
   watch cache's answer (kubernetes/apiserver ``pkg/storage/cacher/watch_cache.go``,
   ``errors.NewResourceExpired``), and the stream ends.
 
-Not imitated: label/field selectors, ``limit``/``continue`` paging (a server may ignore ``limit``), bookmarks,
-authentication. Routes live in one table (``add_route``); a new endpoint is a method plus one line.
+Not imitated: field selectors, label selectors on watches, ``limit``/``continue`` paging (a server may ignore
+``limit``), bookmarks, authentication. Routes live in one table (``add_route``); a new endpoint is a method
+plus one line.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
+
+from tests.support.fake_kube_discovery import group_list, resource_list, selector_matches
 
 JSON = dict[str, Any]
 
@@ -87,6 +93,7 @@ class _Kind:
     kind: str
     api_version: str
     objects: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    singular: str = ""
 
 
 class FakeKube:
@@ -130,6 +137,42 @@ class FakeKube:
         ns = r"(?:/namespaces/(?P<namespace>[a-z0-9-]+))?"
         self.add_route("GET", rf"/api/v1{ns}/pods", self._collection("pods"))
         self.add_route("GET", rf"/apis/apps/v1{ns}/deployments", self._collection("deployments"))
+        self.add_route("GET", r"/apis", self._groups)
+        self.add_route("GET", r"/apis/(?P<group>[a-z0-9.-]+)/(?P<version>[a-z0-9]+)", self._resources)
+
+    def add_resource(self, plural: str, kind: str, api_version: str, *, singular: str = "") -> None:
+        """Serve another namespaced resource (``services``, ``v1``; ``inferenceservices``,
+        ``serving.kserve.io/v1beta1``): its lists, and its group in discovery."""
+        self._kinds[plural] = _Kind(kind, api_version, singular=singular or kind.lower())
+        root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        ns = r"(?:/namespaces/(?P<namespace>[a-z0-9-]+))?"
+        self.add_route("GET", rf"{re.escape(root)}{ns}/{plural}", self._collection(plural))
+
+    def forbid(self, pattern: str) -> None:
+        """Answer GETs of paths fully matching ``pattern`` with 403 Forbidden, as RBAC does (checked first)."""
+
+        def route(req: FakeRequest, out: FakeHandler) -> None:
+            out.send_json(403, _status(403, "Forbidden", f"cannot list resource at {req.path}"))
+
+        self._routes.insert(0, ("GET", re.compile(pattern), route))
+
+    def put_object(self, plural: str, namespace: str, name: str, labels: Mapping[str, str] | None = None) -> JSON:
+        """Create or replace an object of a resource ``add_resource`` added."""
+        return self._put(plural, namespace, name, {"metadata": {"name": name, "namespace": namespace,
+                                                                 "labels": dict(labels or {})}})  # fmt: skip
+
+    def _groups(self, req: FakeRequest, out: FakeHandler) -> None:
+        out.send_json(200, group_list(k.api_version for k in self._kinds.values()))
+
+    def _resources(self, req: FakeRequest, out: FakeHandler) -> None:
+        gv = f"{req.params['group']}/{req.params['version']}"
+        served = [
+            (p, k.singular or k.kind.lower(), k.kind, True) for p, k in self._kinds.items() if k.api_version == gv
+        ]
+        if not served:
+            out.send_json(404, _status(404, "NotFound", "the server could not find the requested resource"))
+            return
+        out.send_json(200, resource_list(gv, served))
 
     def _collection(self, resource: str) -> Route:
         def route(req: FakeRequest, out: FakeHandler) -> None:
@@ -336,11 +379,13 @@ class FakeKube:
     def _serve_list(self, resource: str, req: FakeRequest, out: FakeHandler) -> None:
         kind = self._kinds[resource]
         namespace = req.params.get("namespace")
+        selector = req.query.get("labelSelector", "")
         with self._cond:
             items = [
                 json.loads(json.dumps(obj))
                 for (ns, _), obj in sorted(kind.objects.items())
-                if namespace is None or ns == namespace
+                if (namespace is None or ns == namespace)
+                and selector_matches(selector, obj["metadata"].get("labels") or {})
             ]
             rv = self._current_rv
         out.send_json(
