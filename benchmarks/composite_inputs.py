@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from adapter.aggregate import normalize
 from adapter.calibrate.knee import MIN_RISE, SATURATION_RATIO
-from adapter.catalog import Term
+from adapter.catalog import Term, load_catalog
 from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
 from adapter.sim.mix import MIXES, TokenMix
 from adapter.sim.profiles import PROFILES, EngineProfile
@@ -72,9 +72,9 @@ CASES: tuple[tuple[str, str], ...] = tuple((p, m) for p in PROFILES for m in MIX
 QUEUE_ALARM = 8.0
 TOLERANCE = 0.1  # the catalog must read 1.0 +- 10 % at each knee
 
-# Candidates: (input, weight) per term. (a) is also scored with the embedded catalog's literal targets.
+# Candidates: (input, weight) per term. The embedded catalog is also scored with its literal targets.
 CANDIDATES: dict[str, tuple[tuple[str, float], ...]] = {
-    "a: GPU + queue + e2e P99 (embedded today)": ((GPU, 0.4), (QUEUE, 0.3), (E2E, 0.3)),
+    "a: GPU + queue + e2e P99": ((GPU, 0.4), (QUEUE, 0.3), (E2E, 0.3)),
     "b: GPU + queue + TTFT P99": ((GPU, 0.4), (QUEUE, 0.3), (TTFT, 0.3)),
     "c: GPU + queue + KV usage": ((GPU, 0.4), (QUEUE, 0.3), (KV, 0.3)),
     "d: GPU + KV usage + TTFT P99": ((GPU, 0.4), (KV, 0.3), (TTFT, 0.3)),
@@ -85,11 +85,7 @@ CANDIDATES: dict[str, tuple[tuple[str, float], ...]] = {
 }
 # What the measurements recommend (docs/simulation.md "Which inputs read load on a real vLLM").
 RECOMMENDED = "e: GPU + queue + ITL P99"
-EMBEDDED_TODAY = (
-    Term(metric=GPU, weight=0.4, target=95.95, flat=True),
-    Term(metric=QUEUE, weight=0.3, target=8.0),
-    Term(metric=E2E, weight=0.3, target=0.483, idle=0.2567, when_missing="idle"),
-)
+EMBEDDED = load_catalog(None).composites["llm_composite_load"].terms
 
 
 @dataclass(frozen=True)
@@ -272,7 +268,7 @@ def report(sweeps: Sequence[Sweep]) -> str:
         "| candidate | targets | " + " | ".join(_case(s) for s in sweeps) + " | within ±10 % | spread (max − min) |",
         "|---|---|" + "---:|" * (len(sweeps) + 2),
     ]
-    scored: list[tuple[str, tuple[Term, ...]]] = [("a: embedded catalog today, its own targets", EMBEDDED_TODAY)]
+    scored: list[tuple[str, tuple[Term, ...]]] = [("embedded catalog, its own targets", tuple(EMBEDDED))]
     scored += [(name, targets_for(c, ref)) for name, c in CANDIDATES.items()]
     for name, terms in scored:
         vals = at_knees(terms, sweeps)

@@ -142,7 +142,7 @@ def _report(args: argparse.Namespace) -> int:
         n, at, base = jump_recurrence(np.where(trace.good_mask, trace.rates, np.nan), per_day)
         print(
             f"\n{n} rises of > 30 % between consecutive {trace.step_s / 60:g}-minute windows; other days with a rise of"
-            f" > 15 % within one window of the same time of day: {100 * at:.1f} % (base rate at any time of"
+            f"\n> 15 % within one window of the same time of day: {100 * at:.1f} % (base rate at any time of"
             f" day: {100 * base:.1f} %)"
         )
     print(f"\nwall time {time.perf_counter() - started:.0f} s")

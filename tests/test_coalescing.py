@@ -23,7 +23,7 @@ from tests.support.fake_prometheus import FakePrometheus, Series
 NS = "co"
 PODS = [f"web-6f7d8c9b5-p{i}" for i in range(20)]
 TTL_S = 2.0
-TERMS = ("DCGM_FI_DEV_GPU_UTIL", "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds")
+TERMS = ("DCGM_FI_DEV_GPU_UTIL", "vllm:num_requests_waiting", "vllm:inter_token_latency_seconds")
 
 
 def series(promql: str) -> list[Series]:

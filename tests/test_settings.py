@@ -25,17 +25,21 @@ def broken(path: list[str], value: object) -> dict:
 def test_embedded_catalog_has_the_documented_defaults() -> None:
     cat = load_catalog(None)
     (comp,) = cat.composites.values()
-    # The mission's inputs and weights; targets as `calibrate --simulate` proposes for the reference fleet.
+    # The mission's inputs and weights, the latency term on vLLM's ITL P99 (tests/calibrate/test_catalog_profiles.py
+    # holds its targets to the safe point of each engine profile).
     assert [(t.metric, t.weight, t.target, t.idle, t.when_missing) for t in comp.terms] == [
-        ("gpu_utilization_p90", 0.4, 95.95, 0.0, "omit_pod"),
+        ("gpu_utilization_p90", 0.4, 100.0, 0.0, "omit_pod"),
         ("inference_queue_depth", 0.3, 8.0, 0.0, "omit_pod"),
-        ("inference_latency_p99_seconds", 0.3, 0.483, 0.2567, "idle"),
+        ("inference_itl_p99_seconds", 0.3, 0.049, 0.0099, "idle"),
     ]
     # The GPU term is the flat (presence) one the boost leaves alone: 0.4 of the composite.
     assert [t.flat for t in comp.terms] == [True, False, False]
     assert comp.flat_share == pytest.approx(0.4) and cat.boost_flat_share == comp.flat_share
     assert cat.metrics["gpu_utilization_p90"].query.startswith("quantile by (<<by>>) (0.9, DCGM_FI_DEV_GPU_UTIL")
-    assert cat.metrics["inference_latency_p99_seconds"].window_seconds == 120
+    for latency in ("inference_latency_p99_seconds", "inference_ttft_p99_seconds", "inference_itl_p99_seconds"):
+        assert cat.metrics[latency].window_seconds == 120
+    assert "vllm:inter_token_latency_seconds_bucket" in cat.metrics["inference_itl_p99_seconds"].query
+    assert "vllm:time_to_first_token_seconds_bucket" in cat.metrics["inference_ttft_p99_seconds"].query
 
 
 @pytest.mark.parametrize(

@@ -265,9 +265,11 @@ def simulated_history(
     """
     from adapter.sim.fluid import MINUTE_S, FluidFleet
     from adapter.sim.observer import Observer
-    from adapter.sim.policies import CpuModel
+    from adapter.sim.policies import ITL_METRIC, LATENCY_METRIC, TTFT_METRIC, CpuModel
 
-    known = {"gpu_utilization_p90", "inference_queue_depth", "inference_latency_p99_seconds"}
+    known = {"gpu_utilization_p90", "inference_queue_depth", LATENCY_METRIC}
+    if engine is not None:  # vLLM's TTFT and ITL histograms come with the token-level engines
+        known |= {TTFT_METRIC, ITL_METRIC}
     unknown = [t.metric for t in terms if t.metric not in known]
     if unknown:
         raise ValueError(f"the simulated fleet does not produce {unknown}; it produces {sorted(known)}")
@@ -279,7 +281,7 @@ def simulated_history(
     if engine is not None:  # token-level engines (simulate --engine token): over_slo counts any broken bound
         from adapter.sim.tokenfleet import TokenFleet
 
-        fleet = TokenFleet(engine, config, replicas=pods, start=0.0, end=end)
+        fleet = TokenFleet(engine, config, replicas=pods, start=0.0, end=end, families=True)
     else:
         fleet = FluidFleet(
             config, replicas=pods, start=0.0, end=end, slo_s=slo_s, queueing=queueing, arrival_cv2=arrival_cv2
@@ -317,7 +319,9 @@ def simulated_history(
                 elif t.metric == "inference_queue_depth":
                     v = float(view.queue[k])
                 else:
-                    v = float(view.latency_p99[k])
+                    p99 = {TTFT_METRIC: view.ttft_p99, ITL_METRIC: view.itl_p99}.get(t.metric, view.latency_p99)
+                    assert p99 is not None  # a token fleet with families always has them
+                    v = float(p99[k])
                 term_rows[t.metric].append(v)
     demand = np.asarray(deployment_load, dtype=np.float64) if deployment_load is not None else np.zeros(0)
     return History(

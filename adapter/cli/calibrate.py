@@ -58,9 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_queueing_arguments(sim)
     sim.add_argument(
         "--engine",
-        choices=["queue", "token"],
-        default="queue",
-        help="the simulated pods: the request queue (default) or token-level vLLM engines (docs/simulation.md)",
+        choices=["token", "queue"],
+        default=None,
+        help="the simulated pods: token-level vLLM engines (default) or the request queue (docs/simulation.md)",
     )
     sim.add_argument("--profile", default=None, help="engine profile with --engine token (default llama3-8b-h100)")
     sim.add_argument("--mix", default=None, help="request mix with --engine token (default azure-conversation)")

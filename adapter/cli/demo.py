@@ -13,7 +13,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="run a simulated vLLM fleet, a local Prometheus and the adapter; print kubectl commands",
     )
     p.add_argument("--pods", type=int, default=4, help="replicas of the demo Deployment (default 4)")
-    p.add_argument("--gpus-per-pod", type=int, default=2, choices=[1, 2, 4, 8], help="GPUs each pod holds (default 2)")
     # Defaults that live in DemoOptions are passed as None here, so parsing stays free of heavy imports.
     p.add_argument(
         "--speed",
@@ -39,7 +38,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--namespace", default="llm-demo")
     p.add_argument("--deployment", default="llama-3-8b")
-    p.add_argument("--capacity", type=float, default=10.0, help="requests/s one pod serves when saturated")
     p.add_argument(
         "--load",
         type=float,
@@ -66,14 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "(as Prometheus stores them with honorLabels: false), e.g. gpu-node-1",
     )
     p.add_argument(
-        "--engine",
-        choices=["token", "queue"],
-        default="token",
-        help="token: token-level vLLM engines (continuous batching, KV cache, vLLM's metric families; default); "
-        "queue: the request-queue pods of --capacity req/s and --gpus-per-pod GPUs",
-    )
-    p.add_argument(
-        "--profile", default="llama3-8b-h100", help="engine profile with --engine token (default llama3-8b-h100)"
+        "--profile", default="llama3-8b-h100", help="engine profile of the pods (default llama3-8b-h100; its GPUs)"
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -122,19 +113,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = DemoOptions(
             pods=args.pods,
-            gpus_per_pod=args.gpus_per_pod,
             port=args.port,
             exporter_port=args.exporter_port,
             duration=args.duration,
             namespace=args.namespace,
             deployment=args.deployment,
-            capacity_rps=args.capacity,
             load=args.load,
             start_hour=args.start_hour,
             trace_path=args.trace,
             exported_layout_node=args.exported_layout_node,
             seed=args.seed,
-            engine=args.engine,
             profile=args.profile,
             autoscale=args.autoscale,
             plot_path=args.plot,

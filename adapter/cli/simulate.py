@@ -11,15 +11,15 @@ The trace: the shared ServeGen CSVs are read as they are (``--trace FILE``); any
 ``--time-unit min`` for a column in minutes, ``--index-step 1m`` for an index or, without ``--time-col``,
 the row number; a numeric column that looks like minutes or an index is refused, never read as seconds;
 ``--count`` when the column counts requests per row). The trace is rescaled so that its peak needs
-``--peak-pods`` pods at ``--pod-capacity`` (default: 32 pods of 40 req/s, a fleet of roughly 5-40 pods
-on the shared trace).
+``--peak-pods`` pods (default 32: a fleet of roughly 5-40 pods on the shared trace).
 
-``--engine token`` replaces the request queue by token-level vLLM engines (``adapter.sim.engine`` /
+The pods are token-level vLLM engines (``--engine token``, the default; ``adapter.sim.engine`` /
 ``adapter.sim.steady``, docs/simulation.md): ``--profile`` names the engine (model, GPUs, step costs fitted to
 published vLLM figures), ``--mix`` the request mix, or a trace's per-row token sums give each window its own
 (``--prompt-tokens-col COL --output-tokens-col COL --count``); ``--slo ttft=2s,itl=100ms`` (the default) bounds
-P99 TTFT and ITL, and a minute violates the SLO when any bound is broken. ``--peak-pods`` then counts pods at
-the knee of the mix. ``--live`` runs either engine against the real server.
+P99 TTFT and ITL, and a minute violates the SLO when any bound is broken. ``--peak-pods`` counts pods at the
+knee of the mix. ``--engine queue`` is the request queue of ``--pod-capacity`` and ``--service-time``. ``--live``
+runs either engine against the real server.
 
 The replay starts at ``--start``; ``auto`` (the default) starts at the trace's beginning, or, when a
 policy boosts, after the forecaster's history span (at most a quarter of the trace), which is fed to the
@@ -116,10 +116,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     fleet = p.add_argument_group("fleet physics (the same for every policy)")
     fleet.add_argument(
         "--engine",
-        choices=["queue", "token"],
-        default="queue",
-        help="queue (default): the request queue of --pod-capacity / --service-time; token: token-level vLLM "
-        "engines of --profile serving --mix or the trace's token columns (docs/simulation.md)",
+        choices=["token", "queue"],
+        default=None,
+        help="token (the default): token-level vLLM engines of --profile serving --mix or the "
+        "trace's token columns (docs/simulation.md); queue: the request queue of --pod-capacity / --service-time",
     )
     fleet.add_argument("--profile", default=None, help="engine profile with --engine token (default llama3-8b-h100)")
     fleet.add_argument(
@@ -250,8 +250,11 @@ _QUEUE_OPTIONS = (
 
 
 def token_engine_chosen(args: argparse.Namespace) -> bool:
-    """True for ``--engine token``. Raises ``ValueError`` for an option of the other engine: ``--profile``,
-    ``--mix`` or ``--slo`` without it, a request-queue option (changed from its default) with it."""
+    """True for ``--engine token``, the default. Raises ``ValueError`` for an option of the other engine:
+    ``--profile``, ``--mix`` or ``--slo`` with ``--engine queue``, a request-queue option (changed from its
+    default) with the token engine."""
+    if args.engine is None:
+        args.engine = "token"
     if args.engine != "token":
         for flag, value in (("--profile", args.profile), ("--mix", args.mix), ("--slo", args.slo)):
             if value is not None:

@@ -42,7 +42,7 @@ import yaml
 
 from adapter.demo.adapter_process import AdapterProcess
 from adapter.demo.autoscaler import Autoscaler
-from adapter.demo.catalogs import catalog_document, scaled_catalog, token_catalog
+from adapter.demo.catalogs import catalog_document, scaled_catalog
 from adapter.demo.exporter import MetricsExporter
 from adapter.demo.render import HpaStatus
 from adapter.demo.runner import FleetRunner
@@ -50,7 +50,7 @@ from adapter.demo.servers import DevServerError, free_port, scraping_prometheus
 from adapter.demo.timeline import Sample, Timeline
 from adapter.demo.tokenpods import TokenPods
 from adapter.demo.view import AdapterView, kubectl_command, metric_paths, read_view, status_line
-from adapter.sim.fleet import Deployment, Fleet, FleetConfig
+from adapter.sim.fleet import Deployment, FleetConfig
 from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.slo import DEFAULT_SLO
 from adapter.sim.tokenfleet import TokenEngine
@@ -74,7 +74,6 @@ class DemoOptions:
     """Everything the demo can be told; defaults are what ``adapter demo`` runs with."""
 
     pods: int = 4
-    gpus_per_pod: int = 2
     speed: float = DEFAULT_SPEED
     port: int = 0  # the adapter's port; 0 picks a free one
     exporter_port: int = 0
@@ -82,7 +81,6 @@ class DemoOptions:
     scrape_interval_s: float = DEFAULT_SCRAPE_S
     namespace: str = "llm-demo"
     deployment: str = "llama-3-8b"
-    capacity_rps: float = 10.0
     load: float = 1.0  # trace peak as a multiple of the fleet's capacity
     start_hour: float = 6.0  # simulated time of day at which the demo starts (on the first day with history)
     trace_path: Path | None = None  # None: the vendored ServeGen trace
@@ -94,8 +92,7 @@ class DemoOptions:
     backfill: bool = True  # write the forecaster's history into Prometheus before it starts
     ready_timeout_s: float = 60.0
     seed: int = 0
-    engine: str = "token"  # token: vLLM engines of ``profile`` (adapter.sim.tokenfleet); queue: the request queue
-    profile: str = "llama3-8b-h100"
+    profile: str = "llama3-8b-h100"  # the token-level vLLM engine of every pod (adapter.sim.profiles)
 
     def __post_init__(self) -> None:
         if self.pods < 1:
@@ -108,8 +105,6 @@ class DemoOptions:
             raise ValueError("--duration must not be negative")
         if not 0 <= self.start_hour < 24:
             raise ValueError("--start-hour must be in [0, 24)")
-        if self.engine not in ("token", "queue"):
-            raise ValueError("--engine must be token or queue")
 
 
 def first_start_s(start_hour: float, history_s: float) -> float:
@@ -120,10 +115,7 @@ def first_start_s(start_hour: float, history_s: float) -> float:
 
 def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
     """The embedded catalog on the demo's clock (``scaled_catalog``), forecasting the demo's Deployment from
-    the start (``forecast.workloads``) rather than from the first request; on the token engine with the
-    ITL composite (``token_catalog``)."""
-    if options.engine == "token":
-        doc = token_catalog(doc, demo_engine(options.profile))
+    the start (``forecast.workloads``) rather than from the first request."""
     out = scaled_catalog(doc, options.speed, options.scrape_interval_s)
     forecast = out.get("forecast")
     if isinstance(forecast, dict):
@@ -135,35 +127,20 @@ def demo_catalog(doc: dict[str, Any], options: DemoOptions) -> dict[str, Any]:
 
 def engine_label(options: DemoOptions) -> str:
     """The engine the fleet runs, as the banner prints it."""
-    if options.engine == "token":
-        return f"token engine {options.profile}, mix {DEFAULT_MIX}"
-    return f"request queue {options.capacity_rps:g} req/s a pod"
+    return f"token engine {options.profile}, mix {DEFAULT_MIX}"
 
 
-def build_fleet(options: DemoOptions, now: float) -> tuple[Fleet | TokenPods, float, float]:
+def build_fleet(options: DemoOptions, now: float) -> tuple[TokenPods, float, float]:
     """The demo's fleet at ``now``, its pods' saturation (requests/s a pod completes at most) and the per-pod
-    load the trace's peak puts on ``options.pods`` pods at ``--load 1``: on the token engine the knee of the
-    default mix (every SLO bound holds at P99), on the request queue the pod's capacity."""
-    deployment = Deployment(name=options.deployment, namespace=options.namespace)
-    if options.engine == "token":
-        engine = demo_engine(options.profile)
-        dep = Deployment(name=options.deployment, namespace=options.namespace, model_name=engine.profile.model_name)
-        config = engine.fleet_config(
-            deployment=dep, load_delay_s=FleetConfig.load_delay_s, drain_timeout_s=FleetConfig.drain_timeout_s,
-            seed=options.seed,
-        )  # fmt: skip
-        return TokenPods(engine, config, replicas=options.pods, now=now), config.capacity_rps, engine.knee()
-    config = FleetConfig(
-        deployment=deployment,
-        gpus_per_pod=options.gpus_per_pod,
-        capacity_rps=options.capacity_rps,
-        # Short chat completions, so the P99 sits near the catalog's 0.8 s target at full load and the demo's
-        # composite reads around 1 at the trace's peak (long generations would need a larger latency target).
-        base_service_s=0.25,
-        substep_s=0.25,
+    load the trace's peak puts on ``options.pods`` pods at ``--load 1``: the knee of the default mix (every SLO
+    bound holds at P99)."""
+    engine = demo_engine(options.profile)
+    dep = Deployment(name=options.deployment, namespace=options.namespace, model_name=engine.profile.model_name)
+    config = engine.fleet_config(
+        deployment=dep, load_delay_s=FleetConfig.load_delay_s, drain_timeout_s=FleetConfig.drain_timeout_s,
         seed=options.seed,
-    )
-    return Fleet(config, replicas=options.pods, now=now), options.capacity_rps, options.capacity_rps
+    )  # fmt: skip
+    return TokenPods(engine, config, replicas=options.pods, now=now), config.capacity_rps, engine.knee()
 
 
 def demo_engine(profile_name: str) -> TokenEngine:
@@ -227,9 +204,8 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
         print(text, file=out, flush=True)
 
     timeline = Timeline(slo_p99_s=SLO_P99_S, speed=options.speed, autoscale=options.autoscale)
-    if options.engine == "token":
-        bounds = demo_engine(options.profile).slo
-        timeline.slo_ttft_s, timeline.slo_itl_s = bounds.ttft_s, bounds.itl_s
+    bounds = demo_engine(options.profile).slo
+    timeline.slo_ttft_s, timeline.slo_itl_s = bounds.ttft_s, bounds.itl_s
     clean = False
     with _sigterm_as_exit(), contextlib.ExitStack() as stack:
         try:

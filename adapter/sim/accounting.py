@@ -46,6 +46,18 @@ def oracle_gpu_hours(arrivals_per_s: _F64, knee_rps: float, gpus_per_pod: int) -
     return float(oracle_pods(arrivals_per_s, knee_rps).sum()) * MINUTE_S / 3600.0 * gpus_per_pod
 
 
+def static_peak_gpu_hours(arrivals_per_s: _F64, knee_rps: float | _F64, gpus_per_pod: int) -> float:
+    """GPU-hours of a static fleet sized for the peak: the most pods any minute needs at its knee (``knee_rps``, a
+    scalar or a positive one per minute), all of them on in every minute. The yardstick public LLM autoscaling
+    write-ups quote (llm-d's latency-SLO recipe: 5.93 average replicas against a static 8)."""
+    knees = np.broadcast_to(np.asarray(knee_rps, dtype=np.float64), np.shape(arrivals_per_s))
+    if knees.size and not np.all(knees > 0):
+        raise ValueError("the knee must be positive")
+    pods = np.ceil(np.maximum(arrivals_per_s, 0.0) / np.where(knees > 0, knees, 1.0) - 1e-9)
+    peak = float(pods.max()) if pods.size else 0.0
+    return peak * pods.size * MINUTE_S / 3600.0 * gpus_per_pod
+
+
 @dataclass(frozen=True)
 class RunTotals:
     """What a run accumulated, per minute (``completions``, ``over_slo``, ``dropped``, ``pod_seconds``) and

@@ -204,6 +204,11 @@ class FluidFleet:
         """Cumulative latency histogram per pod (+Inf column = completions), as vLLM's counters."""
         return self._cum
 
+    def latency_histograms(self) -> dict[str, tuple[_F64, _F64]]:
+        """Per latency the pods export (``e2e``; a token fleet adds ``ttft`` and ``itl``): the bucket upper
+        bounds and the cumulative histogram per pod (``ids`` order, +Inf column last)."""
+        return {"e2e": (_UPPER, self._cum)}
+
     @property
     def created(self) -> _F64:
         """Creation time per pod."""

@@ -3,7 +3,8 @@
 ``Observer.view`` reads the fleet at a sync as dcgm-exporter, vLLM and the catalog's PromQL would: GPU
 utilization per GPU is ``100 (1 - exp(-batch))`` (2 % while loading) plus N(0, 1) noise, rounded as
 dcgm-exporter prints it; the queue is vLLM's ``num_requests_waiting`` (``FluidFleet.queue_depth``); the
-latency P99 is histogram_quantile(0.99) over the pod's histogram increase in the last ``latency_window_s``.
+latency P99s (e2e; TTFT and ITL from a token fleet's vLLM histograms) are histogram_quantile(0.99) over the
+pod's histogram increase in the last ``latency_window_s``.
 
 ``Observer.observed`` returns the view the HPA reads at a sync: the one taken ``delay_s`` earlier. In a
 cluster the values the adapter serves are 30-60 s old: dcgm-exporter collects every 30 s (its
@@ -25,7 +26,7 @@ import numpy.typing as npt
 
 from adapter.hpa.replicas import PodInfo
 from adapter.sim.fluid import FluidFleet, SimulationError
-from adapter.sim.latency import SLO_QUANTILE, UPPER, histogram_quantile
+from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
 from adapter.sim.policies import CpuModel, PodView
 
 _F64 = npt.NDArray[np.float64]
@@ -70,6 +71,7 @@ class Observer:
         seed: int,
         deployment: str,
         delay_s: float = 0.0,
+        latencies: frozenset[str] | None = None,
     ) -> None:
         steps = delay_s / sync_period_s
         if delay_s < 0 or abs(steps - round(steps)) > 1e-6:
@@ -78,10 +80,11 @@ class Observer:
             )
         self.fleet = fleet
         self.window = latency_window_s
+        self.latencies = latencies  # the P99s a view computes (keys of latency_histograms); None: all
         self.cpu = cpu
         self.delay_syncs = round(steps)
         self._rng = np.random.default_rng(seed)
-        self._history: deque[tuple[float, _I64, _F64]] = deque(
+        self._history: deque[tuple[float, _I64, dict[str, _F64]]] = deque(
             maxlen=int(math.ceil(latency_window_s / sync_period_s)) + 2
         )
         self._views: deque[PodView] = deque(maxlen=self.delay_syncs + 1)
@@ -112,7 +115,7 @@ class Observer:
         ``latency=False`` skips the latency P99 (all NaN) for policies that do not read it.
         """
         fleet = self.fleet
-        ids, cum = fleet.ids, fleet.cumulative_latency
+        ids, histograms = fleet.ids, fleet.latency_histograms()
         ready = fleet.ready_mask(now)
         cfg = fleet.config
         noise = self._rng.normal(size=(ids.size, cfg.gpus_per_pod))
@@ -120,20 +123,24 @@ class Observer:
         gpu = np.clip(np.rint(busy[:, None] + noise), 0.0, 100.0)
         # A pod still waiting for a GPU node has no GPU yet: no dcgm series at all.
         gpu[~ready & (fleet.ready_at - now > cfg.load_delay_s[1] + _EPS)] = np.nan
-        p99 = np.full(ids.size, np.nan)
+        p99 = {key: np.full(ids.size, np.nan) for key in histograms}
         completions_rate = np.zeros(ids.size)
         if self._history and latency:
             base = self._history[0]
             for entry in self._history:
                 if entry[0] <= now - self.window + _EPS:
                     base = entry
-            window = self._since(ids, cum, base[1], base[2])
-            p99 = histogram_quantile(SLO_QUANTILE, UPPER, window)
+            for key, (upper, cum) in histograms.items():
+                if self.latencies is not None and key not in self.latencies:
+                    continue
+                window = self._since(ids, cum, base[1], base[2][key])
+                p99[key] = histogram_quantile(SLO_QUANTILE, upper, window)
         if self._history:
             last = self._history[-1]
             if now > last[0]:
-                completions_rate = self._since(ids, cum, last[1], last[2])[:, -1] / (now - last[0])
-        self._history.append((now, ids.copy(), cum.copy()))
+                e2e = histograms["e2e"][1]
+                completions_rate = self._since(ids, e2e, last[1], last[2]["e2e"])[:, -1] / (now - last[0])
+        self._history.append((now, ids.copy(), {key: cum.copy() for key, (_, cum) in histograms.items()}))
         cpu = self.cpu.idle_milli + self.cpu.per_rps_milli * completions_rate
         return PodView(
             now=now,
@@ -141,7 +148,9 @@ class Observer:
             serving=ready,
             gpu_util=gpu,
             queue=np.rint(fleet.queue_depth),
-            latency_p99=p99,
+            latency_p99=p99["e2e"],
+            ttft_p99=p99.get("ttft"),
+            itl_p99=p99.get("itl"),
             cpu_milli=cpu,
             running=np.where(ready, fleet.running, 0.0),
             kv_cache_usage=np.where(ready, fleet.kv_cache_usage, 0.0),

@@ -58,6 +58,9 @@ CLAIRVOYANT_METRIC = "clairvoyant_demand_per_pod"
 GPU_METRIC = "gpu_utilization_p90"
 QUEUE_METRIC = "inference_queue_depth"
 LATENCY_METRIC = "inference_latency_p99_seconds"
+TTFT_METRIC = "inference_ttft_p99_seconds"
+ITL_METRIC = "inference_itl_p99_seconds"
+LATENCY_METRICS = (LATENCY_METRIC, TTFT_METRIC, ITL_METRIC)
 # The issue's "GPU-utilization-only at 80 %" and the HPA's default cpu target (defaults.go, 80 %).
 GPU_TARGET_PERCENT = 80.0
 CPU_TARGET_UTILIZATION = 80
@@ -111,7 +114,8 @@ class PodView:
 
     ``serving`` is False for a pod still loading its model: it has GPU series but no vLLM series yet.
     ``gpu_util`` holds one column per GPU of the pod (percent, as dcgm-exporter prints them: integers).
-    ``latency_p99`` is NaN where no request completed in the latency window (the term is then missing).
+    ``latency_p99`` (e2e) is NaN where no request completed in the latency window (the term is then missing);
+    ``ttft_p99`` and ``itl_p99`` likewise, from vLLM's TTFT and ITL histograms (None without token engines).
     ``running`` (vLLM's ``num_requests_running``) and ``kv_cache_usage`` (``kv_cache_usage_perc``, 0..1) are
     the non-saturating engine signals a composite may read; None when the observer does not provide them.
     """
@@ -125,6 +129,8 @@ class PodView:
     cpu_milli: _F64
     running: _F64 | None = None
     kv_cache_usage: _F64 | None = None
+    ttft_p99: _F64 | None = None
+    itl_p99: _F64 | None = None
 
 
 def design_hpa(
@@ -344,6 +350,11 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
         return _values(names, view.queue, view.serving)
     if metric == LATENCY_METRIC:
         return _values(names, view.latency_p99, view.serving)
+    if metric in (TTFT_METRIC, ITL_METRIC):
+        values = view.ttft_p99 if metric == TTFT_METRIC else view.itl_p99
+        if values is None:
+            raise PolicyError(f"the metric {metric!r} needs token-level engines (--engine token)")
+        return _values(names, values, view.serving)
     if catalog.forecast is not None and metric == catalog.forecast.boosted:
         base = catalog.composites[catalog.forecast.base]
         fused = _fused(base, view, catalog)

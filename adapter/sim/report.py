@@ -109,6 +109,12 @@ def table(result: SimulationResult) -> str:
             f"| oracle | clairvoyant: pods start instantly, {knee:.1f} req/s each (P99 = SLO) | 0 (0.0 %) | "
             f"{float(oracle):,.0f} | 1.00 | - | - | - | 0 |"  # type: ignore[arg-type]
         )
+    static = result.inputs.get("static_peak_gpu_hours")
+    if static is not None and oracle:
+        rows.append(
+            f"| static peak | always the pods the busiest minute needs at the knee | 0 (0.0 %) | "
+            f"{float(static):,.0f} | {float(static) / float(oracle):.2f} | - | - | - | 0 |"  # type: ignore[arg-type]
+        )
     return "\n".join(rows)
 
 
@@ -199,9 +205,7 @@ def write_plot(result: SimulationResult, path: Path, *, title: str | None = None
     # A token engine's pods saturate at a rate that depends on the mix: the default mix's is the "capacity".
     capacity = float(physics.get("capacity_rps") or physics["saturation_rps_per_pod"])
     bounds: dict[str, float] = result.inputs.get("slo") or {}  # type: ignore[assignment]
-    slo_text = f"P99 <= {float(result.inputs['slo_p99_s']):g} s"  # type: ignore[arg-type]
-    if physics.get("engine") == "token":
-        slo_text = ", ".join(f"{k.upper()} P99 <= {v:g} s" for k, v in bounds.items())
+    slo_text = ", ".join(f"{k.upper()} P99 <= {v:g} s" for k, v in bounds.items())
     runs = result.runs
     first = runs[0]
     colors = plt.get_cmap("tab10")

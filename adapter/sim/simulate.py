@@ -41,21 +41,24 @@ from adapter.catalog import Catalog
 from adapter.hpa.controller import HPAModel
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
-from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
+from adapter.sim.accounting import RunTotals, oracle_gpu_hours, static_peak_gpu_hours, summarize, violated_minutes
 from adapter.sim.config import FleetConfig
 from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool, SimulationError
 from adapter.sim.forecasting import BoostTracker, history_span_s, in_flight, warmup_history
 from adapter.sim.latency import SLO_QUANTILE, UPPER, WaitModel, histogram_quantile, knee_rate
 from adapter.sim.observer import DEFAULT_METRIC_DELAY_S, Observer
 from adapter.sim.policies import (
+    ITL_METRIC,
     LATENCY_METRIC,
+    LATENCY_METRICS,
+    TTFT_METRIC,
     CpuModel,
     Policy,
     average_usage,
     clairvoyant_reading,
     readings,
 )
-from adapter.sim.tokenfleet import TokenEngine, TokenFleet, oracle_gpu_hours_by_mix
+from adapter.sim.tokenfleet import TOKEN_LATENCY_FAMILIES, TokenEngine, TokenFleet, oracle_gpu_hours_by_mix
 from adapter.sim.trace import ScaledTrace
 
 __all__ = [
@@ -252,24 +255,31 @@ def peak_demand(trace: ScaledTrace, now: float, lead_s: float) -> float:
     return max(trace.rate_at(float(t)).rate for t in times)
 
 
-def reads_latency(policy: Policy, catalog: Catalog) -> bool:
-    """True when one of the policy's metrics depends on the latency P99 (itself or through a composite)."""
+_LATENCY_KEYS = {"e2e": LATENCY_METRIC, "ttft": TTFT_METRIC, "itl": ITL_METRIC}
+
+
+def _policy_metrics(policy: Policy, catalog: Catalog) -> set[str]:
+    """Every metric the policy reads: its own, the boosted composite's base, and their composites' terms."""
     names = set(policy.metric_names)
     if catalog.forecast is not None and catalog.forecast.boosted in names:
         names.add(catalog.forecast.base)
-    if LATENCY_METRIC in names:
-        return True
-    return any(
-        t.metric == LATENCY_METRIC for n in names if n in catalog.composites for t in catalog.composites[n].terms
-    )
+    return names | {t.metric for n in names if n in catalog.composites for t in catalog.composites[n].terms}
+
+
+def latencies_read(policy: Policy, catalog: Catalog) -> frozenset[str]:
+    """The latency P99s the policy's metrics depend on (keys of ``FluidFleet.latency_histograms``)."""
+    metrics = _policy_metrics(policy, catalog)
+    return frozenset(key for key, name in _LATENCY_KEYS.items() if name in metrics)
 
 
 def latency_window(catalog: Catalog) -> float:
-    """The window of the catalog's latency metric (seconds), the default 2 min if it has none."""
-    metric = catalog.metrics.get(LATENCY_METRIC)
-    if metric is None or metric.window_seconds is None:
-        return DEFAULT_LATENCY_WINDOW_S
-    return float(metric.window_seconds)
+    """The window of the catalog's latency metrics (seconds; the first of e2e, TTFT, ITL that states one), the
+    default 2 min if none does."""
+    for name in LATENCY_METRICS:
+        metric = catalog.metrics.get(name)
+        if metric is not None and metric.window_seconds is not None:
+            return float(metric.window_seconds)
+    return DEFAULT_LATENCY_WINDOW_S
 
 
 def _tracker(policy: Policy, trace: ScaledTrace, config: SimulationConfig) -> BoostTracker | None:
@@ -286,9 +296,18 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
     t_end = end_time(trace, config)
     spec = policy.hpa
     replicas = initial_replicas(trace, config, spec.min_replicas, spec.max_replicas)
+    latencies = latencies_read(policy, catalog)
     fleet: FluidFleet
     if config.engine is not None:
-        fleet = TokenFleet(config.engine, config.fleet, replicas=replicas, start=t0, end=t_end, pool=config.pool)
+        fleet = TokenFleet(
+            config.engine,
+            config.fleet,
+            replicas=replicas,
+            start=t0,
+            end=t_end,
+            pool=config.pool,
+            families=frozenset(TOKEN_LATENCY_FAMILIES[k] for k in latencies if k in TOKEN_LATENCY_FAMILIES),
+        )
     else:
         fleet = FluidFleet(
             config.fleet,
@@ -309,10 +328,11 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
         seed=config.fleet.seed,
         deployment=config.fleet.deployment.name,
         delay_s=config.metric_delay_s,
+        latencies=latencies,
     )
     tracker = _tracker(policy, trace, config)
     model = HPAModel(spec)
-    needs_latency = reads_latency(policy, catalog)
+    needs_latency = bool(latencies)
     n_syncs = max(1, math.ceil((t_end - t0) / config.sync_period_s - _EPS))
     series = SyncSeries.empty(t0 + np.arange(n_syncs, dtype=np.float64) * config.sync_period_s)
     trace_step, trace_start = trace.trace.step_s, trace.trace.start_s
@@ -383,8 +403,11 @@ def _finish(
     minutes = led.arrivals.size
     per_pod = knee(config)
     oracle = oracle_gpu_hours(led.arrivals / MINUTE_S, per_pod, fleet.config.gpus_per_pod) if per_pod > 0 else None
+    static = static_peak_gpu_hours(led.arrivals / MINUTE_S, per_pod, fleet.config.gpus_per_pod) if per_pod > 0 else None
     if knees is not None:
         oracle = oracle_gpu_hours_by_mix(led.arrivals / MINUTE_S, knees[0], knees[1], fleet.config.gpus_per_pod)
+        per_minute = np.where(knees[0] > 0, knees[0], knees[1])
+        static = static_peak_gpu_hours(led.arrivals / MINUTE_S, per_minute, fleet.config.gpus_per_pod)
     totals = RunTotals(
         completions=led.completions,
         over_slo=led.over_slo,
@@ -397,6 +420,8 @@ def _finish(
         gpus_per_pod=fleet.config.gpus_per_pod,
     )
     summary = summarize(totals, oracle_gpu_hours=oracle)
+    summary["static_peak_gpu_hours"] = static
+    summary["x_static_peak"] = float(summary["gpu_hours"] or 0) / static if static else None
     if isinstance(fleet, TokenFleet):
         for bound, broken in fleet.bound_minutes().items():
             summary[f"{bound}_violation_minutes"] = int(broken.sum())
@@ -465,11 +490,8 @@ def simulate(
         "start_s": config.start_s,
         "end_s": t_end,
         "duration_s": t_end - config.start_s,
-        "slo_p99_s": config.slo_p99_s,
         "sync_period_s": config.sync_period_s,
         "metric_delay_s": config.metric_delay_s,
-        "queueing": "M/G/c" if config.queueing else "fluid",
-        "arrival_cv2": config.arrival_cv2,
         "gpu_pool": None
         if config.pool is None
         else {
@@ -482,9 +504,19 @@ def simulate(
         "trace_scale": trace.scale,
         "knee_rps_per_pod": knee(config),
         "oracle_gpu_hours": runs[0].summary["oracle_gpu_hours"],
+        "static_peak_gpu_hours": runs[0].summary.get("static_peak_gpu_hours"),
         "initial_replicas": initial_replicas(trace, config, policies[0].hpa.min_replicas, policies[0].hpa.max_replicas),
         "physics": physics(config.fleet) if config.engine is None else config.engine.describe(),
         "slo": {"e2e": config.slo_p99_s} if config.engine is None else config.engine.slo.stated,
+        **(
+            {
+                "slo_p99_s": config.slo_p99_s,
+                "queueing": "M/G/c" if config.queueing else "fluid",
+                "arrival_cv2": config.arrival_cv2,
+            }
+            if config.engine is None
+            else {}
+        ),  # the request queue's own inputs  # fmt: skip
         "cpu_model": {
             "request_milli": config.cpu.request_milli,
             "idle_milli": config.cpu.idle_milli,

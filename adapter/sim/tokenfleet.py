@@ -36,6 +36,8 @@ _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 _EPS = 1e-9
 _CACHED_MODELS = 16
+TOKEN_LATENCY_FAMILIES = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_token_latency_seconds"}
+_FAMILY_UPPER = {name: np.asarray(bounds, dtype=np.float64) for name, bounds in HISTOGRAM_BOUNDS.items()}
 
 
 @dataclass
@@ -135,9 +137,11 @@ class TokenFleet(FluidFleet):
         end: float,
         samples: int = 3,
         pool: GpuPool | None = None,
-        families: bool = False,
+        families: bool | frozenset[str] = False,
     ) -> None:
         self._families: dict[str, _F64] | None = None
+        # True: every vLLM family (the demo's exporter); a set: only those histograms (what a replay's HPA reads)
+        self._counted = frozenset(HISTOGRAM_BOUNDS) if families is True else frozenset(families or ())
         bound = engine.slo.e2e_s or float(_UPPER[-1])
         super().__init__(
             config, replicas=replicas, start=start, end=end, slo_s=bound, samples=samples, queueing=False, pool=pool
@@ -212,8 +216,13 @@ class TokenFleet(FluidFleet):
             "vllm:request_queue_time_seconds": (point.queue_s, extra, done),
         }
         for k, (name, (samples, shift, weight)) in enumerate(draws.items()):
-            bounds = np.asarray(HISTOGRAM_BOUNDS[name])
-            below = np.searchsorted(samples, bounds[None, :] - shift[:, None], side="right") / samples.size
+            if name not in self._counted:
+                continue
+            bounds = _FAMILY_UPPER[name]
+            if shift.any():
+                below = np.searchsorted(samples, bounds[None, :] - shift[:, None], side="right") / samples.size
+            else:  # no backlog: every pod's requests see the same distribution
+                below = (np.searchsorted(samples, bounds, side="right") / samples.size)[None, :]
             fam[name][idx, :-1] += weight[:, None] * below
             fam[name][idx, -1] += weight
             fam["sums"][idx, k] += weight * (float(samples.mean()) + shift)
@@ -223,6 +232,15 @@ class TokenFleet(FluidFleet):
     def set_mix(self, prompt_mean: float | None, output_mean: float | None) -> None:
         """The mix of the requests arriving from now on (None: the engine's default mix)."""
         self._model = self.engine.model(prompt_mean, output_mean)
+
+    def latency_histograms(self) -> dict[str, tuple[_F64, _F64]]:
+        """``FluidFleet``'s e2e histogram, plus vLLM's TTFT and ITL histograms when built with ``families``."""
+        out = super().latency_histograms()
+        if self._families is not None:
+            for key, name in TOKEN_LATENCY_FAMILIES.items():
+                if name in self._counted:
+                    out[key] = (_FAMILY_UPPER[name], self._families[name])
+        return out
 
     @property
     def kv_cache_usage(self) -> _F64:

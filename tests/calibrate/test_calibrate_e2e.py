@@ -22,6 +22,7 @@ from adapter.demo.runner import FleetRunner
 from adapter.demo.servers import scraping_prometheus
 from adapter.sim.fleet import Deployment, Fleet, FleetConfig
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
+from tests.support.sim import queue_catalog_file
 
 SLO_S = 0.5  # a vLLM bucket bound: the share of slow requests is read exactly from le="0.5"
 # A narrow latency spread and a batch that doubles the service time make the share of slow requests climb
@@ -89,6 +90,8 @@ def test_calibrate_recovers_the_knee_from_a_scraped_fleet_within_10_percent(
             code = main(
                 [
                     "calibrate",
+                    "--catalog",  # this fleet is a request queue: its e2e composite (tests/support/sim.py)
+                    str(queue_catalog_file(tmp_path)),
                     "--prometheus-url",
                     prom.url,
                     "--namespace",

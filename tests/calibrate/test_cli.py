@@ -13,6 +13,7 @@ from adapter.catalog import parse_catalog
 from adapter.demo.servers import free_port
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.latency import WaitModel, knee_rate
+from tests.support.sim import queue_catalog_file
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
@@ -27,6 +28,10 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
         [
             "calibrate",
             "--simulate",
+            "--engine",
+            "queue",
+            "--catalog",
+            str(queue_catalog_file(tmp_path)),
             "--pod-capacity",
             "20",
             "--trace",
@@ -108,7 +113,11 @@ def test_simulated_token_engines_calibrate_to_the_engines_own_knee(
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["calibrate", "--simulate", "--profile", "llama3-8b-h100"], "--profile needs --engine token"),
+        (
+            ["calibrate", "--simulate", "--engine", "queue", "--profile", "llama3-8b-h100"],
+            "--profile needs --engine token",
+        ),
+        (["calibrate", "--simulate", "--pod-capacity", "9"], "--pod-capacity is an --engine"),
         (["calibrate", "--simulate", "--engine", "token", "--pod-capacity", "9"], "--pod-capacity is an --engine"),
         (["calibrate", "--simulate", "--engine", "token", "--slo", "ttft=fast"], "bad duration"),
         (["calibrate", "--simulate", "--engine", "token", "--mix", "chat"], "unknown request mix"),

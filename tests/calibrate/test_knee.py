@@ -11,10 +11,12 @@ import pytest
 from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import over_threshold, simulated_history
 from adapter.calibrate.knee import History, LoadBin, calibrate, demand_growth, find_knee, load_bins, propose_terms
-from adapter.catalog import CompositeDef, Term, load_catalog
+from adapter.catalog import CompositeDef, Term
 from adapter.sim.fleet import FleetConfig
+from tests.support.sim import CATALOG as QUEUE_CATALOG
 
-TERMS = load_catalog(None).composites["llm_composite_load"].terms
+# The request-queue fleet's sweeps read the composite calibrated for that fleet (tests/support/sim.py).
+TERMS = QUEUE_CATALOG.composites["llm_composite_load"].terms
 
 
 def lb(load: float, over: float, requests: float = 1000.0, **terms: float) -> LoadBin:

@@ -109,10 +109,10 @@ def test_bad_options_are_rejected() -> None:
 
 
 def test_cli_registers_demo_with_its_flags() -> None:
-    args = build_parser().parse_args(["demo", "--pods", "6", "--gpus-per-pod", "8", "--duration", "5"])
+    args = build_parser().parse_args(["demo", "--pods", "6", "--profile", "llama3-70b-h100-tp4", "--duration", "5"])
     assert args.func.__module__ == "adapter.cli.demo"
-    assert (args.pods, args.gpus_per_pod, args.duration, args.speed) == (6, 8, 5.0, None)
-    with pytest.raises(SystemExit):
+    assert (args.pods, args.profile, args.duration, args.speed) == (6, "llama3-70b-h100-tp4", 5.0, None)
+    with pytest.raises(SystemExit):  # the pods are token-level engines: their GPUs come from the profile
         build_parser().parse_args(["demo", "--gpus-per-pod", "3"])
 
 

@@ -107,7 +107,7 @@ def check_matches_api(doc: dict[str, Any], fleet: Fleet, metric: str) -> None:
         assert list(terms) == [
             "gpu_utilization_p90",
             "inference_queue_depth",
-            "inference_latency_p99_seconds",
+            "inference_itl_p99_seconds",
         ]
         for name, term in terms.items():
             want = expected(spec, name)
@@ -131,7 +131,7 @@ def check_matches_api(doc: dict[str, Any], fleet: Fleet, metric: str) -> None:
             assert "no GPU series" in gpu["missing"] and "DCGM_FI_DEV_GPU_UTIL" in gpu["missing"]
             assert any("no GPU series" in m for m in pod["missing"])
         if not spec.with_latency:
-            assert "inference_latency_p99_seconds" in terms["inference_latency_p99_seconds"]["missing"]
+            assert "inference_itl_p99_seconds" in terms["inference_itl_p99_seconds"]["missing"]
 
 
 def gpu_offset(pods: list[PodSpec], spec: PodSpec) -> int:
@@ -154,7 +154,7 @@ def test_http_explain_matches_the_api_and_names_what_is_missing(fleet: Fleet) ->
     assert set(doc["queries"]) == {
         "gpu_utilization_p90",
         "inference_queue_depth",
-        "inference_latency_p99_seconds",
+        "inference_itl_p99_seconds",
     }
     assert all(p.name in doc["queries"]["gpu_utilization_p90"] for p in fleet.pods)
     assert list(doc["raw_queries"]) == ["gpu_utilization_p90"]

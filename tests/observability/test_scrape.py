@@ -159,7 +159,7 @@ def substitute(expr: str, ns: str) -> str:
         .replace("$__rate_interval", "1m")
         .replace("$__range", "5m")
         .replace("$__interval", "15s")
-        .replace("$p99_slo", "0.8")
+        .replace("$p99_slo", "0.1")
     )
 
 
@@ -170,8 +170,8 @@ MUST_HAVE_DATA = {
     ("Served value (boosted composite), per pod", "A"),
     ("Term contributions (weight x value / target), mean over pods", "A"),
     ("GPU utilization P90 per pod (%)", "A"),
-    ("Queue depth and P99 latency per pod", "A"),
-    ("Queue depth and P99 latency per pod", "B"),
+    ("Queue depth and ITL P99 per pod", "A"),
+    ("Queue depth and ITL P99 per pod", "B"),
     ("Load vs forecast vs boost", "C"),
     ("Forecast age and state", "A"),
     ("Forecast age and state", "B"),
@@ -205,7 +205,7 @@ def test_dashboard_variables_find_the_fleet(scraped: Scraped) -> None:
     doc = json.loads(DASHBOARD.read_text())
     variables = {v["name"]: v for v in doc["templating"]["list"]}
     assert set(variables) == {"datasource", "namespace", "workload", "p99_slo"}
-    assert float(variables["p99_slo"]["query"]) == 0.8  # the catalog's latency target by default
+    assert float(variables["p99_slo"]["query"]) == 0.1  # the default ITL P99 SLO (100 ms), what the panel reads
     for name, want in (("namespace", scraped.ns), ("workload", "llama")):
         # Grafana runs label_values(<selector>, <label>) as /api/v1/label/<label>/values?match[]=<selector>
         m = re.fullmatch(r"label_values\((.+), (\w+)\)", variables[name]["query"]["query"])
@@ -226,7 +226,7 @@ def test_computed_series_carry_the_fleets_values(scraped: Scraped) -> None:
     terms = scraped.query(f'llm_hpa_adapter_pod_term_value{{namespace="{scraped.ns}"}}')
     by = {(r["metric"]["pod"], r["metric"]["term"]): float(r["value"][1]) for r in terms}
     for pod in scraped.pods:
-        for term in ("gpu_utilization_p90", "inference_queue_depth", "inference_latency_p99_seconds"):
+        for term in ("gpu_utilization_p90", "inference_queue_depth", "inference_itl_p99_seconds"):
             want = expected(pod, term)
             if want is None:
                 assert (pod.name, term) not in by

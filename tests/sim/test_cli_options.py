@@ -47,6 +47,8 @@ def _simulate(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 def test_physics_options_reach_the_run(tmp_path: Path) -> None:
     done = _simulate(
         tmp_path,
+        "--engine",
+        "queue",
         "--queueing",
         "fluid",
         "--metric-delay",

@@ -12,11 +12,9 @@ import numpy as np
 import pytest
 
 from adapter.api.wire import quantity
-from adapter.catalog import load_catalog
 from adapter.hpa.spec import load_hpa
 from adapter.quantity import milli_value, parse_quantity
 from adapter.sim.accounting import oracle_gpu_hours, oracle_pods, violated_minutes
-from adapter.sim.fleet import FleetConfig
 from adapter.sim.fluid import FluidFleet, GpuPool, SimulationError
 from adapter.sim.forecasting import BoostTracker, history_span_s, warmup_history
 from adapter.sim.latency import WaitModel, erlang_c, knee_rate
@@ -24,11 +22,10 @@ from adapter.sim.observer import Observer
 from adapter.sim.policies import CpuModel, build_policy, to_milli
 from adapter.sim.simulate import SimulationConfig, initial_replicas, knee, run_policy
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
+from tests.support.sim import CATALOG, PHYSICS
 
 REPO = Path(__file__).resolve().parents[2]
 HPA_FILE = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
-CATALOG = load_catalog(None)
-PHYSICS = FleetConfig(capacity_rps=40.0, base_service_s=0.12, substep_s=0.12)
 
 
 def flat_trace(rate: float, hours: float = 2.0, step_s: float = 600.0) -> ScaledTrace:
@@ -327,3 +324,16 @@ def test_the_goal_is_issue_10s_acceptance(
     assert g is not None and g["met"] is met
     assert sorted(k for k, ok in g["checks"].items() if not ok) == failing
     assert g["gpu_baseline"]["gpu_hours_share"] == pytest.approx(boosted[1] / 2000.0)
+
+
+def test_the_static_peak_fleet_runs_the_busiest_minutes_pods_all_the_time() -> None:
+    from adapter.sim.accounting import static_peak_gpu_hours
+
+    rates = np.array([10.0, 30.0, 20.0, 0.0])  # requests/s in four minutes
+    # 3 pods at 10 req/s each for the busiest minute, on for all four minutes, 2 GPUs each
+    assert static_peak_gpu_hours(rates, 10.0, 2) == pytest.approx(3 * 4 * 2 / 60.0)
+    # per-minute knees: the second minute's mix is heavier (knee 5): 6 pods
+    assert static_peak_gpu_hours(rates, np.array([10.0, 5.0, 10.0, 10.0]), 1) == pytest.approx(6 * 4 / 60.0)
+    assert static_peak_gpu_hours(rates, 10.0, 1) >= oracle_gpu_hours(rates, 10.0, 1)
+    with pytest.raises(ValueError, match="knee"):
+        static_peak_gpu_hours(rates, 0.0, 1)

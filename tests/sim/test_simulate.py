@@ -399,7 +399,9 @@ def test_cli_on_a_generic_csv(tmp_path: Path) -> None:
     # The CSV is put on a grid of its own spacing (backtest's resampling), which the run starts on.
     assert doc["inputs"]["start_s"] <= 1_700_000_000 < doc["inputs"]["start_s"] + 600
     assert doc["inputs"]["duration_s"] == 3600
-    assert doc["inputs"]["trace_peak_rps"] == pytest.approx(6 * 40.0)
+    # The peak needs --peak-pods pods at the knee of the default engine and mix (token engines: every bound holds).
+    assert doc["inputs"]["physics"]["engine"] == "token"
+    assert doc["inputs"]["trace_peak_rps"] == pytest.approx(6 * doc["inputs"]["knee_rps_per_pod"])
     assert "| composite@0.7 |" in done.stdout
     assert (tmp_path / "sim.png").stat().st_size > 0
 

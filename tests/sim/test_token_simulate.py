@@ -106,7 +106,8 @@ def test_without_token_columns_the_default_mix_is_used(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--profile", "llama3-8b-h100"), "--profile needs --engine token"),
+        (("--engine", "queue", "--profile", "llama3-8b-h100"), "--profile needs --engine token"),
+        (("--pod-capacity", "9"), "--pod-capacity is an --engine queue option"),
         (("--engine", "token", "--profile", "gpt-9"), "unknown engine profile"),
         (("--engine", "token", "--slo", "ttft=soon"), "bad duration"),
         (("--engine", "token", "--slo", "p99=2s"), "NAME=DURATION"),

@@ -2,7 +2,7 @@
 
 Series are shaped like the real captures in tests/data/samples/ (dcgm_exporter.prom: label names
 gpu, UUID, pci_bus_id, device, modelName, Hostname, container, namespace, pod; vllm.prom: engine,
-model_name and vLLM's real e2e latency bucket bounds). Expected values are computed from the generated
+model_name and vLLM's real e2e, TTFT and ITL bucket bounds). Expected values are computed from the generated
 numbers with numpy and a small histogram_quantile written here from the PromQL documentation, never by
 asking the backend.
 """
@@ -44,6 +44,16 @@ E2E_BUCKETS = (
     7680.0,
     math.inf,
 )
+# vLLM V1 time_to_first_token_seconds and inter_token_latency_seconds bucket bounds (tests/data/samples/vllm.prom).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0, math.inf)  # fmt: skip
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+               80.0, math.inf)  # fmt: skip
+HISTOGRAMS = {  # catalog metric -> (vLLM family, bucket bounds)
+    "inference_latency_p99_seconds": ("vllm:e2e_request_latency_seconds", E2E_BUCKETS),
+    "inference_ttft_p99_seconds": ("vllm:time_to_first_token_seconds", TTFT_BUCKETS),
+    "inference_itl_p99_seconds": ("vllm:inter_token_latency_seconds", ITL_BUCKETS),
+}
 STEP_S = 15.0
 HISTORY_S = 600.0
 EXPORTER_NS = "gpu-operator"
@@ -64,7 +74,8 @@ class PodSpec:
     power: list[float] = field(default_factory=list)
     xid: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
-    bucket_slopes: list[float] = field(default_factory=list)  # per-second increase of each cumulative bucket
+    bucket_slopes: list[float] = field(default_factory=list)  # per-second increase of each cumulative e2e bucket
+    histogram_slopes: dict[str, list[float]] = field(default_factory=dict)  # the same per catalog metric
     with_latency: bool = True
     with_gpu: bool = True
     deployment: str | None = None
@@ -151,12 +162,14 @@ def build(namespace: str, pods: Sequence[PodSpec], now: float, seed: int = 7, id
         for e in range(pod.engines):
             gauge("vllm:num_requests_waiting", {**engine_base, "engine": str(e)}, pod.waiting[e])
         if pod.with_latency:
-            per_bucket = [rng.uniform(0.0, 2.0) for _ in E2E_BUCKETS]
-            cumulative = list(np.cumsum(per_bucket))
-            pod.bucket_slopes = [float(c) for c in cumulative]
-            for bound, slope in zip(E2E_BUCKETS, pod.bucket_slopes, strict=True):
-                le = "+Inf" if math.isinf(bound) else repr(bound)
-                counter("vllm:e2e_request_latency_seconds_bucket", {**engine_base, "engine": "0", "le": le}, slope)
+            for metric, (family, bounds) in HISTOGRAMS.items():
+                per_bucket = [rng.uniform(0.0, 2.0) for _ in bounds]
+                slopes = [float(c) for c in np.cumsum(per_bucket)]
+                pod.histogram_slopes[metric] = slopes
+                for bound, slope in zip(bounds, slopes, strict=True):
+                    le = "+Inf" if math.isinf(bound) else repr(bound)
+                    counter(f"{family}_bucket", {**engine_base, "engine": "0", "le": le}, slope)
+            pod.bucket_slopes = pod.histogram_slopes["inference_latency_p99_seconds"]
         # kube-state-metrics series (scraped with honorLabels: true)
         ksm = {"namespace": namespace, "pod": pod.name, "job": "kube-state-metrics"}
         gauge("kube_pod_labels", {**ksm, **{f"label_{k}": v for k, v in pod.labels.items()}}, 1.0)
@@ -232,10 +245,10 @@ def expected(pod: PodSpec, metric: str) -> float | None:
         return 1.0 if any(x != 0 for x in pod.xid) else 0.0
     if metric == "inference_queue_depth":
         return float(sum(pod.waiting))
-    if metric == "inference_latency_p99_seconds":
+    if metric in HISTOGRAMS:
         if not pod.with_latency:
             return None
-        return histogram_quantile(0.99, E2E_BUCKETS, pod.bucket_slopes)
+        return histogram_quantile(0.99, HISTOGRAMS[metric][1], pod.histogram_slopes[metric])
     if metric == "llm_composite_load":
         # The embedded catalog's terms and the fusion rule (docs/metrics.md, "The rules"): a pod missing an
         # omit_pod term has no value; a missing idle term reads 0; weights are never re-weighted.
