@@ -348,7 +348,9 @@ def test_report_json_table_and_plot(tmp_path: Path) -> None:
     minutes = sum(doc["series"]["slo_violation_minutes"]["gpu"])
     assert minutes == doc["policies"][0]["slo_violation_minutes"]
     text = table(result)
-    assert text.count("\n") == 5 and "| boosted |" in text and "| oracle |" in text  # 3 runs + the oracle
+    # 3 runs, the oracle and the static fleet sized for the peak (never cheaper than the oracle)
+    assert text.count("\n") == 6 and "| boosted |" in text and "| oracle |" in text and "| static peak |" in text
+    assert float(doc["inputs"]["static_peak_gpu_hours"]) >= float(doc["inputs"]["oracle_gpu_hours"]) > 0
     g = goal(result)
     assert g is not None and g["met"] == all(g["checks"].values()) and len(g["checks"]) == 4
     png = tmp_path / "sim.png"
