@@ -14,7 +14,7 @@ per cell and reads its frontier at each policy's violation share.
 
 Usage: python benchmarks/calibrate_fleets.py [--profile NAME ...] [--mix NAME ...] [--days 2] [--start auto]
        [--workers 2] [--catalog FILE] [--bound]
-(default grid, 2 profiles x 3 mixes x 2 days: about 4 minutes on 2 idle cores; ``--days 0`` replays the whole
+(default grid, 2 profiles x 3 mixes x 2 days: about 5 minutes on 2 idle cores; ``--days 0`` replays the whole
 trace, about 25 minutes)
 """
 

@@ -14,7 +14,7 @@ show how far the shipped defaults carry; ``calibrate_fleets.py`` recalibrates ea
 Usage:
   python benchmarks/sim_generalization.py [--profile NAME ...] [--mix NAME ...] [--days 2] [--start auto]
       [--workers 2] [--json FILE]
-(default grid, 2 profiles x 3 mixes x 2 days: about 2 minutes on 2 idle cores; ``--days 0`` replays the whole
+(default grid, 2 profiles x 3 mixes x 2 days: about 3 minutes on 2 idle cores; ``--days 0`` replays the whole
 trace, ≈ 15 minutes)
 """
 
