@@ -35,7 +35,12 @@ the backend).
    Deployment on ``provider/prometheus.py``.
 4. ``api/external.py`` writes the ExternalMetricValueList, ``routes/http.py`` sends it.
 
-The store's own refresh loop runs the same loader once per key per interval, off the request path.
+With prometheus-adapter's rules served, ``provider/dispatch.py`` sends a metric the catalog does not serve to
+``provider/promadapter.py`` (the seam for the rules: the discovered rule, the objects of ``labelSelector``), which
+reads through ``provider/rules_values.py``: the rules' value store, whose loader ``RulesReads`` only renders the
+rule's query (``promadapter/metrics_query.py``) and runs it; a rule not answered from the store is one query.
+
+The stores' own refresh loops run the same loaders once per key per interval, off the request path.
 """
 
 __version__ = "0.1.0"

@@ -109,7 +109,7 @@ def create_app(
                     settings.catalog, client, pods, clock, forecasts, observer=obs, store=settings.catalog.store
                 )
                 await prov.start()
-                obs.watch_store(prov.values.store)
+                obs.watch_store(prov.value_store)
                 app.state.forecasts = forecasts
                 app.state.provider = prov
                 app.state.client = client

@@ -18,13 +18,13 @@ from adapter.errors import TooManyRequests
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
 from adapter.provider.base import RESOURCES, MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
-from adapter.provider.reads import ReadObserver
+from adapter.provider.reads import NamespaceValues, ReadObserver, StoreKey
 from adapter.provider.served import Served, resolve
 from adapter.provider.values import MetricReading, Values
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, selector_matchers
 from adapter.samples import Sample
-from adapter.store import StoreConfig
+from adapter.store import Store, StoreConfig
 from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,11 @@ class PrometheusProvider:
         if served is None or served.kind not in ("metric", "composite"):
             return None
         return self.values.data_age(namespace, served, metric_selector)
+
+    @property
+    def value_store(self) -> Store[StoreKey, NamespaceValues] | None:
+        """The value store (None when it is off): what ``/metrics`` exports of it."""
+        return self.values.store
 
     async def start(self) -> None:
         self.values.start()
