@@ -14,7 +14,7 @@ the backend).
    name; a name of ``*`` becomes ``get_metric_by_selector`` on the provider (``provider/base.py``, the seam;
    ``provider/dispatch.py`` in front when prometheus-adapter's rules are served too).
 4. ``provider/prometheus.py``: the metric's ``Served`` record (``provider/served.py``, resolved when the catalog
-   loaded), the pods of ``labelSelector`` (``pods/``), the workload's boost (``workloads.ForecastService``), then
+   loaded), the pods of ``labelSelector`` (``pods/``), the workload's boost (``forecast_service.ForecastService``), then
 5. ``provider/values.py``: ``Values.read`` of the base composite from the store: ``store.py`` answers each term
    from memory (a first request for a key runs its loader, ``provider/reads.py``: ``query/promql.py`` renders,
    ``query/client.py`` queries, ``aggregate.py`` reduces by pod). The read picks the request's pods and takes the

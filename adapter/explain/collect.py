@@ -14,13 +14,13 @@ from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog
 from adapter.errors import AdapterError, BadRequest, NotFound
 from adapter.explain.build import build, explain_forecast, explain_hpa, gpu_metric, raw_queries, read_metrics
 from adapter.explain.model import Explanation
+from adapter.forecast_service import ForecastService, WorkloadKey, key_for_pods
 from adapter.hpa.spec import HPASpec
 from adapter.labels import EVERYTHING, Selector, parse_selector
 from adapter.provider.base import MetricInfo, MetricSample, MetricsProvider, ObjectRef, pod_ref
 from adapter.provider.values import MetricReading
 from adapter.query.promql import PromQL, Scope
 from adapter.samples import Sample
-from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 
 class ExplainSource(MetricsProvider, Protocol):

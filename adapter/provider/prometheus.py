@@ -3,7 +3,7 @@
 The seam's implementation (``provider/base.py``) for the catalog: it resolves the request's metric to its
 ``Served`` record (``provider/served.py``), finds the pods behind the request (its ``PodSource``), reads their
 values (``provider/values.py``: from the value store, or directly) and applies the boost of the forecast
-(``workloads.ForecastService``) to the boosted composite; the wire encodes what it returns.
+(``forecast_service.ForecastService``) to the boosted composite; the wire encodes what it returns.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from adapter.aggregate import PodValue, at_load, combine, servable
 from adapter.catalog import Catalog
 from adapter.errors import TooManyRequests
+from adapter.forecast_service import ForecastService, WorkloadKey, key_for_pods
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
 from adapter.provider.base import RESOURCES, MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
@@ -25,7 +26,6 @@ from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, selector_matchers
 from adapter.samples import Sample
 from adapter.store import Store, StoreConfig
-from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 log = logging.getLogger(__name__)
 
