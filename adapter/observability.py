@@ -42,6 +42,7 @@ from adapter.catalog import Catalog
 from adapter.computed_series import OTHER, PREFIX, PodEntry, computed_text, series_labels
 from adapter.forecast.accuracy import ForecastAccuracy
 from adapter.forecast_service import ForecastService, ForecastState, WorkloadKey, deployment_of
+from adapter.provider.base import RESOURCE_ALIASES
 from adapter.store import Store
 
 # Request latency: the HPA's client gives up after 30 s-ish; most answers are a few ms.
@@ -293,6 +294,4 @@ class Observability:
         return known
 
 
-_RESOURCES = frozenset(
-    {"pods", "deployments.apps", "namespaces", "pod", "deployments", "deployment", "deployment.apps", "namespace"}
-)
+_RESOURCES = frozenset(RESOURCE_ALIASES)

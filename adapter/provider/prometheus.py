@@ -18,7 +18,15 @@ from adapter.errors import TooManyRequests
 from adapter.forecast_service import ForecastService, WorkloadKey, key_for_pods
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
-from adapter.provider.base import RESOURCES, MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
+from adapter.provider.base import (
+    DEPLOYMENTS,
+    RESOURCES,
+    MetricInfo,
+    MetricSample,
+    ObjectRef,
+    PodSamples,
+    metric_not_found,
+)
 from adapter.provider.reads import NamespaceValues, ReadObserver, StoreKey
 from adapter.provider.served import Served, resolve
 from adapter.provider.values import MetricReading, Values
@@ -187,7 +195,7 @@ class PrometheusProvider:
         if resource == "pods":
             assert obj.namespace is not None
             return Scope(obj.namespace, (obj.name,))
-        if resource == "deployments.apps":
+        if resource == DEPLOYMENTS:
             assert obj.namespace is not None
             return Scope(obj.namespace, tuple(await self.pods.pods_for_deployment(obj.namespace, obj.name)))
         return Scope(obj.name, None)  # a namespace: every pod in it that has data
@@ -209,7 +217,7 @@ class PrometheusProvider:
         boost = 1.0
         if info.resource == "pods":
             boost = self._boost(key_for_pods(scope.namespace, [obj.name]), served)
-        elif info.resource == "deployments.apps":
+        elif info.resource == DEPLOYMENTS:
             boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), served)
         if info.resource == "pods":
             pv = reading.values[obj.name]
