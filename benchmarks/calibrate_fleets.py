@@ -33,7 +33,7 @@ from simrun import REPO, TRACE, simulate
 from adapter.calibrate.history import simulated_history
 from adapter.calibrate.knee import calibrate
 from adapter.catalog import load_catalog
-from adapter.cli.backtest import parse_duration
+from adapter.cli.series_input import parse_duration
 from adapter.sim.accounting import frontier_cost
 from adapter.sim.fleet import FleetConfig
 from adapter.sim.simulate import latency_window

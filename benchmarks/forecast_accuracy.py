@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import results_page
 
-from adapter.cli.backtest import load_csv, parse_duration
+from adapter.cli.series_input import load_csv, parse_duration
 from adapter.forecast.backtest import run_backtest
 from adapter.forecast.registry import DEFAULT_MODEL, MODELS
 
