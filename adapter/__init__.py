@@ -14,7 +14,7 @@ the backend).
    name; a name of ``*`` becomes ``get_metric_by_selector`` on the provider (``provider/base.py``, the seam;
    ``provider/dispatch.py`` in front when prometheus-adapter's rules are served too).
 4. ``provider/prometheus.py``: the metric's ``Served`` record (``provider/served.py``, resolved when the catalog
-   loaded), the pods of ``labelSelector`` (``pods/``), the workload's boost (``workloads.ForecastService``), then
+   loaded), the pods of ``labelSelector`` (``pods/``), the workload's boost (``forecast_service.ForecastService``), then
 5. ``provider/values.py``: ``Values.read`` of the base composite from the store: ``store.py`` answers each term
    from memory (a first request for a key runs its loader, ``provider/reads.py``: ``query/promql.py`` renders,
    ``query/client.py`` queries, ``aggregate.py`` reduces by pod). The read picks the request's pods and takes the
@@ -35,7 +35,12 @@ the backend).
    Deployment on ``provider/prometheus.py``.
 4. ``api/external.py`` writes the ExternalMetricValueList, ``routes/http.py`` sends it.
 
-The store's own refresh loop runs the same loader once per key per interval, off the request path.
+With prometheus-adapter's rules served, ``provider/dispatch.py`` sends a metric the catalog does not serve to
+``provider/promadapter.py`` (the seam for the rules: the discovered rule, the objects of ``labelSelector``), which
+reads through ``provider/rules_values.py``: the rules' value store, whose loader ``RulesReads`` only renders the
+rule's query (``promadapter/metrics_query.py``) and runs it; a rule not answered from the store is one query.
+
+The stores' own refresh loops run the same loaders once per key per interval, off the request path.
 """
 
 __version__ = "0.1.0"

@@ -22,6 +22,7 @@ from adapter.api.groups import EXTERNAL_PREFIX, PREFIX
 from adapter.api.storage import Storage
 from adapter.auth.middleware import AuthMiddleware
 from adapter.auth.setup import Security
+from adapter.forecast_service import ForecastService
 from adapter.heap import FullCollections
 from adapter.observability import Observability
 from adapter.pods.base import PodSource
@@ -36,7 +37,6 @@ from adapter.routes import observability as observability_routes
 from adapter.routes.http import plain_not_found
 from adapter.routes.limits import SizeLimit
 from adapter.settings import Settings
-from adapter.workloads import ForecastService
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def create_app(
                     settings.catalog, client, pods, clock, forecasts, observer=obs, store=settings.catalog.store
                 )
                 await prov.start()
-                obs.watch_store(prov.values.store)
+                obs.watch_store(prov.value_store)
                 app.state.forecasts = forecasts
                 app.state.provider = prov
                 app.state.client = client

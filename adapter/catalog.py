@@ -162,7 +162,7 @@ class ForecastDef:
     max_workloads: int = 500
     # -- per-namespace shares (catalog ``forecast``: max_workloads_per_namespace, max_sets_per_namespace) -----
     # A namespace runs tens of boosted HPAs; 50 lets ten namespaces fill the global cap before a fair split
-    # (adapter/workloads.py) takes over. A set of several Deployments (one HPA's selector spanning them) is
+    # (adapter/forecast_service.py) takes over. A set of several Deployments (one HPA's selector spanning them) is
     # rare, and one selector's pods can name 2^n - 1 sets of n Deployments: a handful per namespace.
     max_workloads_per_namespace: int = 50
     max_sets_per_namespace: int = 8

@@ -19,9 +19,9 @@ from typing import Any
 from adapter.aggregate import CompositeValue
 from adapter.exposition import escape_label_value, label_pairs
 from adapter.forecast.accuracy import ForecastAccuracy
+from adapter.forecast_service import ForecastService, ForecastState, WorkloadKey
 from adapter.shares import MAX_NAMESPACES
 from adapter.store import Store
-from adapter.workloads import ForecastService, ForecastState, WorkloadKey
 
 PREFIX = "llm_hpa_adapter_"
 OTHER = "other"

@@ -41,8 +41,9 @@ from adapter.aggregate import CompositeValue
 from adapter.catalog import Catalog
 from adapter.computed_series import OTHER, PREFIX, PodEntry, computed_text, series_labels
 from adapter.forecast.accuracy import ForecastAccuracy
+from adapter.forecast_service import ForecastService, ForecastState, WorkloadKey, deployment_of
+from adapter.provider.base import RESOURCE_ALIASES
 from adapter.store import Store
-from adapter.workloads import ForecastService, ForecastState, WorkloadKey, deployment_of
 
 # Request latency: the HPA's client gives up after 30 s-ish; most answers are a few ms.
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -293,6 +294,4 @@ class Observability:
         return known
 
 
-_RESOURCES = frozenset(
-    {"pods", "deployments.apps", "namespaces", "pod", "deployments", "deployment", "deployment.apps", "namespace"}
-)
+_RESOURCES = frozenset(RESOURCE_ALIASES)

@@ -1,6 +1,6 @@
 """Per-namespace fair shares of the adapter's shared budgets: what was refused or degraded, and to whom.
 
-The value store (``adapter/store.py``) and the forecast service (``adapter/workloads.py``) each give every
+The value store (``adapter/store.py``) and the forecast service (``adapter/forecast_service.py``) each give every
 namespace a share of a budget that all namespaces share (store keys, request-driven backend loads, forecast
 workloads). A namespace past its share is degraded or refused, never the others; each such event is counted
 here under (budget, namespace) and exported by ``observability.py`` as

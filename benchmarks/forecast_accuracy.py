@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import results_page
 
-from adapter.cli.backtest import load_csv, parse_duration
+from adapter.cli.series_input import load_csv, parse_duration
 from adapter.forecast.backtest import run_backtest
 from adapter.forecast.registry import DEFAULT_MODEL, MODELS
 
@@ -46,7 +46,7 @@ def _pct(x: float | None, digits: int = 1) -> str:
 
 def _params(model: str) -> dict[str, Any]:
     """A model that tunes itself at a lead time (``horizon_s``) tunes at the horizon scored, as the adapter
-    serves it (``workloads._at_served_horizon``), not at its built-in 30 minutes."""
+    serves it (``forecast_service._at_served_horizon``), not at its built-in 30 minutes."""
     factory = MODELS[model]
     if dataclasses.is_dataclass(factory) and any(f.name == "horizon_s" for f in dataclasses.fields(factory)):
         return {"horizon_s": HORIZON_S}

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import results_page
 
-from adapter.cli.backtest import load_csv
+from adapter.cli.series_input import load_csv
 from adapter.forecast.base import ForecastError
 from adapter.forecast.registry import DEFAULT_MODEL, MODELS, get_model
 from adapter.forecast.select import DEFAULT_CANDIDATES, DEFAULT_SELECT_ORIGINS, select_model

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import results_page
 
-from adapter.cli.backtest import load_csv
+from adapter.cli.series_input import load_csv
 from adapter.forecast.backtest import run_backtest
 from adapter.forecast.registry import DEFAULT_MODEL
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 from adapter.aggregate import CompositeValue, TermValue  # noqa: E402
 from adapter.app import create_app  # noqa: E402
 from adapter.catalog import load_catalog  # noqa: E402
+from adapter.forecast_service import ForecastService, WorkloadKey  # noqa: E402
 from adapter.observability import Observability  # noqa: E402
 from adapter.query.client import PromClient  # noqa: E402
 from adapter.settings import Settings  # noqa: E402
-from adapter.workloads import ForecastService, WorkloadKey  # noqa: E402
 
 NS = "bench"
 

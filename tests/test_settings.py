@@ -148,7 +148,7 @@ def test_default_trust_model() -> None:
 
 def test_one_duration_rule_for_the_catalog_and_the_command_line() -> None:
     from adapter.catalog import duration_seconds
-    from adapter.cli.backtest import CliError, parse_duration
+    from adapter.cli.series_input import CliError, parse_duration
 
     assert duration_seconds("1h30m") == 5400 and isinstance(duration_seconds("1h30m"), int)
     assert duration_seconds("250ms") == pytest.approx(0.25)

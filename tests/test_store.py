@@ -178,17 +178,20 @@ def test_idle_keys_are_dropped_and_keys_are_capped(prometheus: TestBackend, uniq
         async with provider_for(prometheus, config) as provider:
             store = provider.values.store
             assert store is not None
+            now = [1000.0]
+            store.monotonic = lambda: now[0]  # idleness, staleness and refreshes happen when the test says
             answers = [by_pod(await provider.get_metric_by_selector(ns, APP, info, EVERYTHING)) for ns in namespaces]
             assert [bool(a) for a in answers] == [True, True, True]  # the third answered, directly
             assert len(store) == 2 and store.counters.overflow == 1
             assert {k.key[0] for k in store.keys()} == set(namespaces[:2])
             again = by_pod(await provider.get_metric_by_selector(namespaces[2], APP, info, EVERYTHING))
             assert again == answers[2] and store.counters.overflow == 2 and len(store) == 2
-            # Keep asking for the first namespace only: the second goes idle and is dropped, the first stays.
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline:
+            # Keep asking for the first namespace only, 2 s of the store's clock in steps of 0.05 s with a pass of
+            # its refresh loop after each: the second goes idle and is dropped, the first stays (and stays fresh).
+            for _ in range(40):
+                now[0] += 0.05
                 assert by_pod(await provider.get_metric_by_selector(namespaces[0], APP, info, EVERYTHING)) == answers[0]
-                await asyncio.sleep(0.1)
+                await next_tick(store)
             assert {k.key[0] for k in store.keys()} == {namespaces[0]}
             assert store.counters.dropped == 1 and store.counters.refreshes > 0
             # Below the cap again: the third namespace is now kept.
@@ -383,11 +386,7 @@ def test_keys_asked_for_together_refresh_spread_over_the_interval() -> None:
 async def next_tick(store: Store[Any, Any]) -> None:
     """One pass of the refresh loop, now (whatever the machine's speed), and the refreshes it started, done."""
     await store._tick()
-    for _ in range(600):  # a bound against a hang only
-        if not store._running:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("a refresh never finished")
+    await asyncio.gather(*store._running)
 
 
 def test_a_new_pod_shows_up_at_the_next_tick_and_a_pod_without_data_asks_once(

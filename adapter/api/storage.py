@@ -15,20 +15,8 @@ from adapter.api.groups import GROUP, VERSIONS
 from adapter.api.params import check_name, selector
 from adapter.api.wire import MetricValueList, resource_list
 from adapter.errors import route_not_found
-from adapter.provider.base import RESOURCES, MetricInfo, MetricsProvider, ObjectRef, metric_not_found
+from adapter.provider.base import RESOURCE_ALIASES, RESOURCES, MetricInfo, MetricsProvider, ObjectRef, metric_not_found
 from adapter.provider.promadapter import ResolvedResource
-
-# Accepted spellings → canonical group-resource (upstream normalizes through a RESTMapper).
-_RESOURCE_ALIASES = {
-    "pods": "pods",
-    "pod": "pods",
-    "deployments.apps": "deployments.apps",
-    "deployment.apps": "deployments.apps",
-    "deployments": "deployments.apps",
-    "deployment": "deployments.apps",
-    "namespaces": "namespaces",
-    "namespace": "namespaces",
-}
 
 
 class Storage:
@@ -58,7 +46,7 @@ class Storage:
         if name != "*":
             check_name("object", name, label=(resource in ("namespaces", "namespace")))
         metric_selector = selector(params, "metricLabelSelector")
-        canonical = _RESOURCE_ALIASES.get(resource)
+        canonical = RESOURCE_ALIASES.get(resource)
         resolved = None
         if canonical is None and self.resolve is not None:
             resolved = self.resolve(resource)

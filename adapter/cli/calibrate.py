@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from adapter.cli.backtest import CliError, parse_duration
+from adapter.cli.series_input import CliError, parse_duration
 from adapter.cli.simulate import add_queueing_arguments, token_engine_chosen
 from adapter.errors import AdapterError, ConfigError
 

@@ -60,9 +60,9 @@ async def _explain(settings: Settings, args: argparse.Namespace, hpa: HPASpec | 
 
     from adapter.app import make_pod_source
     from adapter.explain import explain
+    from adapter.forecast_service import ForecastService
     from adapter.provider.prometheus import PrometheusProvider
     from adapter.query.client import open_backend
-    from adapter.workloads import ForecastService
 
     async with open_backend(settings) as client:
         pods = make_pod_source(settings, client, time.time)

@@ -182,7 +182,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _load_trace(args: argparse.Namespace) -> Any:
     import numpy as np
 
-    from adapter.cli.backtest import load_csv, parse_duration
+    from adapter.cli.series_input import load_csv, parse_duration
     from adapter.sim.trace import DEFAULT_SUSPECT_FRACTION, RateTrace, load_trace
 
     if args.time_col is None and args.value_col is None:
@@ -293,7 +293,7 @@ def _token_engine(args: argparse.Namespace, trace: Any) -> Any:
 
 
 def _load_range(text: str, option: str = "--load-time") -> tuple[float, float]:
-    from adapter.cli.backtest import parse_duration
+    from adapter.cli.series_input import parse_duration
 
     low, sep, high = text.partition("..")
     a = parse_duration(low)
@@ -304,7 +304,7 @@ def _load_range(text: str, option: str = "--load-time") -> tuple[float, float]:
 
 
 def _delay(text: str) -> float:
-    from adapter.cli.backtest import parse_duration
+    from adapter.cli.series_input import parse_duration
 
     return 0.0 if text.strip() in ("0", "0s") else parse_duration(text)
 
@@ -313,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the simulate command: 0 on success, 2 (one line on stderr) on a user error, 1 if --live failed."""
     import logging
 
-    from adapter.cli.backtest import CliError, parse_duration
+    from adapter.cli.series_input import CliError, parse_duration
     from adapter.errors import ConfigError
     from adapter.sim.simulate import SimulationError
 

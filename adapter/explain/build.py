@@ -22,6 +22,7 @@ from adapter.explain.model import (
     PodExplanation,
     TermExplanation,
 )
+from adapter.forecast_service import ForecastState, WorkloadKey
 from adapter.hpa.controller import HPAModel
 from adapter.hpa.proposals import MetricReading as HPAReading
 from adapter.hpa.replicas import PodInfo
@@ -31,7 +32,6 @@ from adapter.provider.values import MetricReading
 from adapter.quantity import milli_value, parse_quantity
 from adapter.query.promql import PromQL, Scope, render
 from adapter.samples import Sample
-from adapter.workloads import ForecastState, WorkloadKey
 
 # `NAME{<<matchers>>}` inside a catalog template: the raw series a reduction starts from.
 _RAW_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{<<matchers>>\}")

@@ -14,13 +14,21 @@ from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog
 from adapter.errors import AdapterError, BadRequest, NotFound
 from adapter.explain.build import build, explain_forecast, explain_hpa, gpu_metric, raw_queries, read_metrics
 from adapter.explain.model import Explanation
+from adapter.forecast_service import ForecastService, WorkloadKey, key_for_pods
 from adapter.hpa.spec import HPASpec
 from adapter.labels import EVERYTHING, Selector, parse_selector
-from adapter.provider.base import MetricInfo, MetricSample, MetricsProvider, ObjectRef, pod_ref
+from adapter.provider.base import (
+    DEPLOYMENTS,
+    MetricInfo,
+    MetricSample,
+    MetricsProvider,
+    ObjectRef,
+    deployment_ref,
+    pod_ref,
+)
 from adapter.provider.values import MetricReading
 from adapter.query.promql import PromQL, Scope
 from adapter.samples import Sample
-from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
 
 
 class ExplainSource(MetricsProvider, Protocol):
@@ -180,8 +188,8 @@ async def _object_value(
         return None
     try:
         sample = await provider.get_metric_by_name(
-            ObjectRef("Deployment", "apps/v1", deployment, namespace),
-            MetricInfo("deployments.apps", metric, True),
+            deployment_ref(deployment, namespace),
+            MetricInfo(DEPLOYMENTS, metric, True),
             EVERYTHING,
         )
     except AdapterError as exc:

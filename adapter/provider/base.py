@@ -39,16 +39,40 @@ class ObjectRef:
 # pkg/provider/helpers/helpers.go).
 POD_KIND = "Pod"
 CORE_API_VERSION = "/v1"
+DEPLOYMENTS = "deployments.apps"
 RESOURCES: Mapping[str, tuple[str, str, bool]] = {
     "pods": (POD_KIND, CORE_API_VERSION, True),
-    "deployments.apps": ("Deployment", "apps/v1", True),
+    DEPLOYMENTS: ("Deployment", "apps/v1", True),
     "namespaces": ("Namespace", CORE_API_VERSION, False),
 }
+
+
+def _aliases(resources: Mapping[str, tuple[str, str, bool]]) -> dict[str, str]:
+    """Each canonical resource under its accepted spellings: plural or singular (the kind, lower-cased), with
+    its group and, as upstream's RESTMapper also resolves them, without."""
+    aliases = {}
+    for canonical, (kind, _, _) in resources.items():
+        plural, _, group = canonical.partition(".")
+        for name in (plural, kind.lower()):
+            aliases[name] = canonical
+            if group:
+                aliases[f"{name}.{group}"] = canonical
+    return aliases
+
+
+# Accepted spellings of a request's resource → its canonical name in ``RESOURCES``.
+RESOURCE_ALIASES: Mapping[str, str] = _aliases(RESOURCES)
 
 
 def pod_ref(name: str, namespace: str) -> ObjectRef:
     """The reference of the Pod ``namespace/name``."""
     return ObjectRef(POD_KIND, CORE_API_VERSION, name, namespace)
+
+
+def deployment_ref(name: str, namespace: str) -> ObjectRef:
+    """The reference of the Deployment ``namespace/name``."""
+    kind, api_version, _ = RESOURCES[DEPLOYMENTS]
+    return ObjectRef(kind, api_version, name, namespace)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from adapter.aggregate import combine, servable
 from adapter.errors import BadRequest, NotFound, route_not_found
 from adapter.labels import EVERYTHING, Selector
-from adapter.provider.base import MetricInfo, ObjectRef
+from adapter.provider.base import DEPLOYMENTS, MetricInfo, deployment_ref
 from adapter.provider.prometheus import PrometheusProvider
 from adapter.provider.served import Served
 from adapter.query.promql import Scope, selector_matchers
@@ -120,12 +120,10 @@ class ExternalProvider:
 
     async def _per_deployment(self, namespace: str, metric: str, selector: Selector) -> list[ExternalValue]:
         out = []
-        info = MetricInfo("deployments.apps", metric, True)
+        info = MetricInfo(DEPLOYMENTS, metric, True)
         for name in self._deployments(namespace, selector):
             try:
-                sample = await self.provider.get_metric_by_name(
-                    ObjectRef("Deployment", "apps/v1", name, namespace), info, EVERYTHING
-                )
+                sample = await self.provider.get_metric_by_name(deployment_ref(name, namespace), info, EVERYTHING)
             except NotFound:
                 continue  # no such Deployment, no pods, or no data yet: omitted, never a made-up value
             if not servable(sample.value, sample.ts):

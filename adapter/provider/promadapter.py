@@ -13,9 +13,10 @@ Two ways to answer, chosen per (rule, resource) at load time and logged:
 
 - *stored* (the default when the catalog's ``store`` is on): the rule's query is one aggregation
   ``by (<resource label>)`` of series-wise functions (``groups_by_resource``), so one query for every object
-  of the namespace (``label!=""``) answers each object exactly as the query naming it. The value store keeps
-  that answer per (namespace, rule metric, metricLabelSelector): one backend query per key per refresh,
-  whatever the number of HPAs, with the store's per-namespace shares.
+  of the namespace (``label!=""``) answers each object exactly as the query naming it. The value store
+  (``provider/rules_values.py``, whose loader only renders and runs the rules' queries) keeps that answer per
+  (namespace, rule metric, metricLabelSelector): one backend query per key per refresh, whatever the number of
+  HPAs, with the store's per-namespace shares.
 - *direct*: any other query (a binary operation, ``topk``...), or with the store off: one query per request,
   as prometheus-adapter does.
 
@@ -32,9 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adapter.errors import BadRequest, NotFound
@@ -42,42 +42,19 @@ from adapter.labels import Selector
 from adapter.pods.base import ObjectSource, PodSource, ServedResource
 from adapter.promadapter.config import AdapterConfig, Rule, with_table
 from adapter.promadapter.discovery import RelistSettings, list_all
-from adapter.promadapter.metrics_query import groups_by_resource, render_custom, render_external, resource_label
+from adapter.promadapter.metrics_query import groups_by_resource
 from adapter.promadapter.registry import CustomMetric, Registry, Source, discover, normalize_request
 from adapter.promadapter.resources import BUILTIN, ApiResource, GroupResource, ResourceTable, guess_kind
 from adapter.provider.base import MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
+from adapter.provider.rules_values import Answer, RulesValues
 from adapter.query.client import PromClient
-from adapter.samples import Sample
-from adapter.store import Store, StoreConfig
+from adapter.store import StoreConfig
 from adapter.tasks import BackgroundLoop
 
 log = logging.getLogger(__name__)
-EMPTY = Registry({}, {})
 DEFAULT_RELIST = RelistSettings()
 PODS = GroupResource("", "pods")
 RETRY_S = 30.0  # how soon a failed listing is retried
-
-
-def served_value(value: float) -> float | None:
-    """The value prometheus-adapter serves for a sample: ``NewMilliQuantity(int64(v*1000))`` (truncated toward
-    zero, ``pkg/custom-provider/provider.go`` ``metricFor``); None for NaN, infinity or past int64."""
-    if not math.isfinite(value) or abs(value) * 1000 >= 2**63:
-        return None
-    return math.trunc(value * 1000) / 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """One query's answer by object name (custom) or as the list of items (external): value and timestamp."""
-
-    by_name: Mapping[str, tuple[float, float]]
-    items: tuple[tuple[Mapping[str, str], float, float], ...] = ()
-
-
-# A key of the rules' value store: (namespace, or "" for a root-scoped resource; the custom metric, or the
-# external metric's name; the request's metricLabelSelector or metricSelector). Its first element is the
-# namespace the store's shares charge.
-RulesKey = tuple[str, CustomMetric | str, Selector]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,15 +118,21 @@ class RulesProvider:
         self._written: frozenset[GroupResource] = frozenset()  # served resources no table entry knows
         self.on_modes = on_modes  # told (rule, resource, mode) after every discovery swapped in
         self.on_listed: Callable[[], None] | None = None  # called after every discovery swapped in
-        self.registry = EMPTY
+        self.values = RulesValues(client, clock, store)  # the value store and its loader, ``RulesReads``
         self.listings = 0  # successful re-lists
         self.listing_error = ""  # the last failed re-list's reason, "" after a success
-        self.store: Store[RulesKey, Answer] | None = None
-        if store is not None:
-            self.store = Store("promadapter", self._load, store, clock)
         self._stored: dict[tuple[int, GroupResource], bool] = {}
         self._loop = BackgroundLoop("promadapter-relist", self._relist_later, relist.interval_s, log=log)
         self._first = True
+
+    @property
+    def registry(self) -> Registry:
+        """The discovery last swapped in: what requests resolve against and the store's loader queries under."""
+        return self.values.reads.registry
+
+    @registry.setter
+    def registry(self, registry: Registry) -> None:
+        self.values.reads.registry = registry
 
     # -- discovery ---------------------------------------------------------------------------------
     async def relist_once(self) -> None:
@@ -197,7 +180,7 @@ class RulesProvider:
         """Whether requests for ``resource`` under ``rule`` are answered from the value store."""
         key = (id(rule), resource)
         if key not in self._stored:
-            self._stored[key] = self.store is not None and groups_by_resource(rule, resource)
+            self._stored[key] = self.values.store is not None and groups_by_resource(rule, resource)
         return self._stored[key]
 
     def mode_table(self) -> list[tuple[str, str, str]]:
@@ -211,7 +194,7 @@ class RulesProvider:
             )
             for m, source in self.registry.custom.items()
         }
-        external = "direct" if self.store is None else "stored"
+        external = "direct" if self.values.store is None else "stored"
         rows |= {
             (source.rule.where.split(" ", 1)[0], "external", external) for source in self.registry.external.values()
         }
@@ -225,7 +208,7 @@ class RulesProvider:
             mode = "stored" if self.stored(source.rule, m.resource) else "direct"
             by_rule.setdefault(source.rule.where, {})[str(m.resource)] = mode
         for source in self.registry.external.values():
-            by_rule.setdefault(source.rule.where, {})["external"] = "direct" if self.store is None else "stored"
+            by_rule.setdefault(source.rule.where, {})["external"] = "direct" if self.values.store is None else "stored"
         return [f"{where}: " + ", ".join(f"{r} {m}" for r, m in modes.items()) for where, modes in by_rule.items()]
 
     async def start(self) -> None:
@@ -233,8 +216,7 @@ class RulesProvider:
         await self.relist_once()
         for line in self.modes():
             log.info("prometheus-adapter rules: %s", line)
-        if self.store is not None:
-            self.store.start()
+        self.values.start()
         self._loop.start()
 
     async def _relist_later(self) -> None:
@@ -246,8 +228,7 @@ class RulesProvider:
 
     async def close(self) -> None:
         await self._loop.stop()
-        if self.store is not None:
-            await self.store.close()
+        await self.values.close()
         if self.objects is not None:
             await self.objects.close()
 
@@ -362,46 +343,8 @@ class RulesProvider:
     ) -> Answer:
         metric, source = found
         ns = None if not metric.namespaced else namespace
-        if self.store is not None and self.stored(source.rule, metric.resource):
-            key: RulesKey = (ns or "", metric, metric_selector)
-            answer = (await self.store.get(key)).value
-            if names is not None and any(n not in answer.by_name for n in names):
-                self.store.refresh_soon(key, [n for n in names if n not in answer.by_name])  # a new object
-            return answer
-        return await self._query_custom(source, metric.resource, ns, names, metric_selector, self.clock())
-
-    async def _query_custom(
-        self,
-        source: Source,
-        resource: GroupResource,
-        namespace: str | None,
-        names: list[str] | None,
-        metric_selector: Selector,
-        at: float,
-    ) -> Answer:
-        promql = render_custom(source.rule, source.series, resource, namespace, names, metric_selector)
-        label = resource_label(source.rule, resource)
-        samples = await self.client.query(promql, at)
-        by_name: dict[str, tuple[float, float]] = {}
-        for s in samples:
-            name = s.labels.get(label)
-            value = served_value(s.value)
-            if name and value is not None:
-                by_name[name] = (value, s.ts)
-        return Answer(by_name)
-
-    async def _load(self, key: RulesKey, at: float) -> Answer:
-        """The store's loader: the namespace-wide query of the key's metric under the current discovery."""
-        namespace, metric, selector = key
-        if isinstance(metric, str):
-            source = self.registry.external.get(metric)
-            if source is None:
-                raise NotFound(f"external metric {metric!r} is no longer discovered")
-            return await self._query_external(source, namespace, selector, at)
-        found = self.registry.find_custom(metric.resource, metric.metric)
-        if found is None:
-            raise NotFound(f"{metric.name} is no longer discovered")
-        return await self._query_custom(found[1], metric.resource, namespace or None, None, selector, at)
+        stored = self.stored(source.rule, metric.resource)
+        return await self.values.custom(source, metric, ns, names, metric_selector, stored=stored)
 
     # -- external.metrics.k8s.io -------------------------------------------------------------------
     def list_external(self) -> list[str]:
@@ -418,18 +361,5 @@ class RulesProvider:
         source = self.registry.external.get(metric)
         if source is None:
             raise NotFound(f"external metric {metric!r} is not served; see discovery")
-        if self.store is not None:
-            answer = (await self.store.get((namespace, metric, selector))).value
-        else:
-            answer = await self._query_external(source, namespace, selector, self.clock())
+        answer = await self.values.external(source, namespace, metric, selector)
         return [(dict(labels), value, ts) for labels, value, ts in answer.items]
-
-    async def _query_external(self, source: Source, namespace: str, selector: Selector, at: float) -> Answer:
-        promql = render_external(source.rule, source.series, namespace, selector)
-        samples: list[Sample] = await self.client.query(promql, at)
-        items = []
-        for s in samples:
-            value = served_value(s.value)
-            if value is not None:
-                items.append((dict(s.labels), value, s.ts))
-        return Answer({}, tuple(items))

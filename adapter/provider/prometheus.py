@@ -3,7 +3,7 @@
 The seam's implementation (``provider/base.py``) for the catalog: it resolves the request's metric to its
 ``Served`` record (``provider/served.py``), finds the pods behind the request (its ``PodSource``), reads their
 values (``provider/values.py``: from the value store, or directly) and applies the boost of the forecast
-(``workloads.ForecastService``) to the boosted composite; the wire encodes what it returns.
+(``forecast_service.ForecastService``) to the boosted composite; the wire encodes what it returns.
 """
 
 from __future__ import annotations
@@ -15,17 +15,25 @@ from collections.abc import Callable
 from adapter.aggregate import PodValue, at_load, combine, servable
 from adapter.catalog import Catalog
 from adapter.errors import TooManyRequests
+from adapter.forecast_service import ForecastService, WorkloadKey, key_for_pods
 from adapter.labels import EVERYTHING, Selector
 from adapter.pods.base import PodSource
-from adapter.provider.base import RESOURCES, MetricInfo, MetricSample, ObjectRef, PodSamples, metric_not_found
-from adapter.provider.reads import ReadObserver
+from adapter.provider.base import (
+    DEPLOYMENTS,
+    RESOURCES,
+    MetricInfo,
+    MetricSample,
+    ObjectRef,
+    PodSamples,
+    metric_not_found,
+)
+from adapter.provider.reads import NamespaceValues, ReadObserver, StoreKey
 from adapter.provider.served import Served, resolve
 from adapter.provider.values import MetricReading, Values
 from adapter.query.client import PromClient
 from adapter.query.promql import PromQL, Scope, selector_matchers
 from adapter.samples import Sample
-from adapter.store import StoreConfig
-from adapter.workloads import ForecastService, WorkloadKey, key_for_pods
+from adapter.store import Store, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +91,11 @@ class PrometheusProvider:
         if served is None or served.kind not in ("metric", "composite"):
             return None
         return self.values.data_age(namespace, served, metric_selector)
+
+    @property
+    def value_store(self) -> Store[StoreKey, NamespaceValues] | None:
+        """The value store (None when it is off): what ``/metrics`` exports of it."""
+        return self.values.store
 
     async def start(self) -> None:
         self.values.start()
@@ -182,7 +195,7 @@ class PrometheusProvider:
         if resource == "pods":
             assert obj.namespace is not None
             return Scope(obj.namespace, (obj.name,))
-        if resource == "deployments.apps":
+        if resource == DEPLOYMENTS:
             assert obj.namespace is not None
             return Scope(obj.namespace, tuple(await self.pods.pods_for_deployment(obj.namespace, obj.name)))
         return Scope(obj.name, None)  # a namespace: every pod in it that has data
@@ -204,7 +217,7 @@ class PrometheusProvider:
         boost = 1.0
         if info.resource == "pods":
             boost = self._boost(key_for_pods(scope.namespace, [obj.name]), served)
-        elif info.resource == "deployments.apps":
+        elif info.resource == DEPLOYMENTS:
             boost = self._boost(WorkloadKey(scope.namespace, (obj.name,)), served)
         if info.resource == "pods":
             pv = reading.values[obj.name]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine, Term
-from adapter.provider.base import RESOURCES
+from adapter.provider.base import DEPLOYMENTS, RESOURCES
 
 Kind = Literal["metric", "composite", "boosted", "forecast", "boost"]
 
@@ -53,7 +53,7 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
         out[boosted] = Served(
             boosted,
             "boosted",
-            ("pods", "deployments.apps"),
+            ("pods", DEPLOYMENTS),
             base.name,
             base.window_s,
             base.combine,
@@ -61,6 +61,6 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
             base.terms,
             base.flat,
         )
-        out[FORECAST_METRIC] = Served(FORECAST_METRIC, "forecast", ("deployments.apps",), "", None, "max")
-        out[BOOST_METRIC] = Served(BOOST_METRIC, "boost", ("deployments.apps",), "", None, "max")
+        out[FORECAST_METRIC] = Served(FORECAST_METRIC, "forecast", (DEPLOYMENTS,), "", None, "max")
+        out[BOOST_METRIC] = Served(BOOST_METRIC, "boost", (DEPLOYMENTS,), "", None, "max")
     return out

@@ -4,7 +4,7 @@
 demand, ``rate(vllm:request_success_total) + deriv(vllm:num_requests_waiting) + deriv(vllm:num_requests_running)``
 per pod (completions plus the growth of the requests in the engine), so the tracker reads the fleet's own
 completions and, at every sync, each serving pod's waiting and running requests (``observe``), never the
-trace's true arrivals. It refits the catalog's model with ``adapter.workloads.fit_history`` (the server's
+trace's true arrivals. It refits the catalog's model with ``adapter.forecast_service.fit_history`` (the server's
 function) once per forecast step and returns its boost. ``warmup_history`` supplies what a server that has
 been running for a while would already hold: the trace's demand over the minutes before the replay, so the
 boost works from the first sync instead of only after the model's whole history span (150 min for 30
@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.catalog import ForecastDef
+from adapter.forecast_service import ForecastService, ForecastState, fit_history
 from adapter.sim.fluid import MINUTE_S, FluidFleet, SimulationError
 from adapter.sim.trace import ScaledTrace
-from adapter.workloads import ForecastService, ForecastState, fit_history
 
 _F64 = npt.NDArray[np.float64]
 _EPS = 1e-9
@@ -66,7 +66,7 @@ class BoostTracker:
     over the samples ``observe`` recorded in ``(T - window, T]`` (a pod with fewer than two samples there adds
     nothing, as the catalog's query reads it; the prehistory has none: a fleet that kept up). NaN where no full
     window of completions exists. Once per new step the history ending at the step is refit with
-    ``adapter.workloads.fit_history`` and its ``boost`` is used until the next.
+    ``adapter.forecast_service.fit_history`` and its ``boost`` is used until the next.
     """
 
     def __init__(self, spec: ForecastDef, start: float, prehistory: _F64 | None = None) -> None:

@@ -7,7 +7,7 @@ controller's default) of simulated time the engine:
    earlier (``adapter.sim.observer``: dcgm-exporter's 30 s collection and Prometheus' scrape make served
    values ~30 s old);
 2. computes what the server would serve (``policies.readings``: the server's ``fuse`` for the composite,
-   ``adapter.workloads.fit_history`` refit once per forecast step for the boost, ``adapter.sim.forecasting``,
+   ``adapter.forecast_service.fit_history`` refit once per forecast step for the boost, ``adapter.sim.forecasting``,
    warmed with the trace's demand before the replay);
 3. runs one ``HPAModel.reconcile`` and applies a rescale to the fleet;
 4. advances the fleet to the next sync under the trace's arrival rate (``adapter.sim.fluid``: the

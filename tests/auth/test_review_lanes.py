@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -13,38 +15,66 @@ from adapter.errors import UpstreamError
 from adapter.ttlcache import shared_call
 
 
+class ManualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock moves only when the test says (``advance``): a deadline (``asyncio.wait_for``)
+    passes exactly then, never because the machine was slow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def run_on_manual_clock(scenario: Callable[[ManualClockLoop], Coroutine[Any, Any, None]]) -> None:
+    with asyncio.Runner(loop_factory=ManualClockLoop) as runner:
+        loop = runner.get_loop()
+        assert isinstance(loop, ManualClockLoop)
+        runner.run(scenario(loop))
+
+
 def test_queue_time_counts_against_the_deadline_and_a_withdrawn_call_never_runs() -> None:
     release = threading.Event()
+    started = threading.Event()
     ran: list[str] = []
 
     def call(name: str) -> str:
         ran.append(name)
+        started.set()
         release.wait(10)
         return name
 
-    async def scenario() -> None:
+    async def scenario(loop: ManualClockLoop) -> None:
         pool = ReviewPool("test", workers=1, timeout_s=0.3)
-        first = asyncio.ensure_future(pool.run(call, "first"))  # occupies the only thread
-        await asyncio.sleep(0.05)
+        first = asyncio.ensure_future(pool.run(call, "first"))
+        assert await asyncio.to_thread(started.wait, 10)  # "first" occupies the only thread
+        queued = asyncio.ensure_future(pool.run(call, "queued"))  # waits for a thread
+        await asyncio.sleep(0)  # submitted, its deadline set
+        assert pool.in_flight == 2 and not queued.done()
+        loop.advance(0.3)  # both deadlines pass: "queued" still in the queue, "first" still running
         with pytest.raises(UpstreamError, match="not answered within"):
-            await pool.run(call, "queued")  # waits for a thread past its deadline
+            await queued
         with pytest.raises(UpstreamError):
             await first  # the running one times out too
         release.set()
         assert await pool.run(call, "later") == "later"
         pool.close()
 
-    asyncio.run(scenario())
+    run_on_manual_clock(scenario)
     assert ran == ["first", "later"]  # "queued" was withdrawn before a thread picked it up
 
 
 def test_a_full_queue_refuses_at_once() -> None:
     release = threading.Event()
 
-    async def scenario() -> None:
+    async def scenario(loop: ManualClockLoop) -> None:
         pool = ReviewPool("test", workers=1, timeout_s=5, max_waiting=2)
         waiting = [asyncio.ensure_future(pool.run(release.wait, 5)) for _ in range(3)]
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # each has entered the lane (the clock does not move: no deadline passes)
         assert pool.in_flight == 3
         with pytest.raises(UpstreamError, match="too many"):
             await pool.run(release.wait, 5)
@@ -53,7 +83,7 @@ def test_a_full_queue_refuses_at_once() -> None:
         assert pool.in_flight == 0
         pool.close()
 
-    asyncio.run(scenario())
+    run_on_manual_clock(scenario)
 
 
 def test_shared_call_runs_once_for_concurrent_callers_and_shares_errors() -> None:

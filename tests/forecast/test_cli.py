@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapter.cli import backtest
+from adapter.cli import backtest, series_input
 from adapter.sim.trace import default_trace_path
 from tests.forecast.synthetic import daily_cycle
 from tests.support.backends import Series, TestBackend
@@ -254,14 +254,14 @@ def test_file_level_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_parse_duration() -> None:
-    assert backtest.parse_duration("30s") == 30.0
-    assert backtest.parse_duration("5m") == 300.0
-    assert backtest.parse_duration("1h30m") == 5400.0
-    assert backtest.parse_duration("3d") == 259_200.0
-    assert backtest.parse_duration("90") == 90.0
+    assert series_input.parse_duration("30s") == 30.0
+    assert series_input.parse_duration("5m") == 300.0
+    assert series_input.parse_duration("1h30m") == 5400.0
+    assert series_input.parse_duration("3d") == 259_200.0
+    assert series_input.parse_duration("90") == 90.0
     for bad in ("", "5 minutes", "-5m", "0s", "m5"):
-        with pytest.raises(backtest.CliError):
-            backtest.parse_duration(bad)
+        with pytest.raises(series_input.CliError):
+            series_input.parse_duration(bad)
 
 
 # --- Prometheus / VictoriaMetrics as the source -------------------------------------------------------------
@@ -279,7 +279,7 @@ def test_prometheus_source(backend: TestBackend, tmp_path: Path, capsys: pytest.
     backend.load([Series(labels={"__name__": "llm_load_rps", "namespace": ns}, samples=samples)])
     query = f'sum(llm_load_rps{{namespace="{ns}"}})'
 
-    series = backtest.fetch_prometheus(backend.url, query, since_s=2 * 86_400 - step, step_s=step, end=end)
+    series = series_input.fetch_prometheus(backend.url, query, since_s=2 * 86_400 - step, step_s=step, end=end)
     np.testing.assert_array_equal(series.timestamps, ts)
     finite = np.isfinite(values)
     np.testing.assert_allclose(series.values[finite], values[finite], rtol=1e-11)

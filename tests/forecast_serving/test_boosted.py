@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from adapter import workloads
+from adapter import forecast_service
 from adapter.catalog import load_catalog
 from adapter.forecast.boost import boost_factor, rise_quantile
 from adapter.forecast.registry import get_model
@@ -179,14 +179,14 @@ def test_a_slow_fit_never_holds_a_request(prometheus: TestBackend, ramp, monkeyp
     ns, now, _ = ramp
     release = threading.Event()
     started = threading.Event()
-    real_fit = workloads.fit_history
+    real_fit = forecast_service.fit_history
 
     def slow_fit(*args, **kwargs):
         started.set()
         release.wait(30)  # the fit is stuck until the request below has been answered
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(workloads, "fit_history", slow_fit)
+    monkeypatch.setattr(forecast_service, "fit_history", slow_fit)
     settings = Settings(
         prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with("ar"), forecast_tick_s=0.1
     )
@@ -209,10 +209,15 @@ def test_a_forecast_older_than_two_steps_is_not_applied() -> None:
     clock gives boost 1 with reason "stale" (no backend involved: the state is set directly)."""
     clock = [10_000.0 * 300]
     spec = load_catalog(None).forecast
-    service = workloads.ForecastService(spec, load_catalog(None), client=None, clock=lambda: clock[0])  # type: ignore[arg-type]
-    key = workloads.WorkloadKey("ns", ("llama",))
+    service = forecast_service.ForecastService(
+        spec,
+        load_catalog(None),
+        client=None,  # type: ignore[arg-type]
+        clock=lambda: clock[0],
+    )
+    key = forecast_service.WorkloadKey("ns", ("llama",))
     service.touch(key)
-    state = workloads.ForecastState(
+    state = forecast_service.ForecastState(
         step_ts=clock[0], current=10.0, forecast=np.array([20.0] * 6), model="ar", reason="ok", boost=2.0
     )
     service._workloads[key].state = state

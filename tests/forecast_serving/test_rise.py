@@ -10,7 +10,7 @@ import numpy as np
 from adapter.catalog import parse_catalog
 from adapter.demo.catalogs import catalog_document
 from adapter.forecast.boost import rise_quantile
-from adapter.workloads import fit_history
+from adapter.forecast_service import fit_history
 
 
 def _spec():  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ import numpy as np
 from adapter.catalog import parse_catalog
 from adapter.demo.catalogs import catalog_document
 from adapter.forecast.registry import get_model
-from adapter.workloads import _at_served_horizon, fit_history
+from adapter.forecast_service import _at_served_horizon, fit_history
 
 
 def test_ses_fits_on_a_short_step_because_it_tunes_at_the_served_horizon() -> None:

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from adapter.aggregate import MAX_SERVABLE
+from adapter.forecast_service import WorkloadKey
 from adapter.quantity import milli, parse_quantity
 from adapter.settings import Settings
-from adapter.workloads import WorkloadKey
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 

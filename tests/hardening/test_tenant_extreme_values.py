@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
+from adapter.forecast_service import WorkloadKey
 from adapter.settings import Settings
-from adapter.workloads import WorkloadKey
 from tests.hardening.test_forecast_range_custom_path import deployment_history
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend

@@ -20,8 +20,8 @@ import httpx
 import yaml
 
 from adapter.catalog import parse_catalog
+from adapter.forecast_service import WorkloadKey
 from adapter.settings import Settings
-from adapter.workloads import WorkloadKey
 from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 

@@ -18,9 +18,9 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.catalog import load_catalog
+from adapter.forecast_service import ForecastService, ForecastState, WorkloadKey
 from adapter.observability import Observability
 from adapter.query.client import PromClient
-from adapter.workloads import ForecastService, ForecastState, WorkloadKey
 from tests.support.backends import Series, TestBackend
 
 HOUR = 3600.0

@@ -20,11 +20,11 @@ from adapter.aggregate import CompositeValue, TermValue
 from adapter.app import create_app
 from adapter.catalog import load_catalog
 from adapter.forecast.accuracy import Issued, score_forecast
+from adapter.forecast_service import ForecastService, ForecastState, WorkloadKey
 from adapter.observability import Observability
 from adapter.query.client import PromClient
 from adapter.routes.observability import classify
 from adapter.settings import Settings
-from adapter.workloads import ForecastService, ForecastState, WorkloadKey
 
 
 class Clock:

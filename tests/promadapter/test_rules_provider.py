@@ -22,7 +22,8 @@ from adapter.promadapter.config import parse_config
 from adapter.promadapter.metrics_query import groups_by_resource
 from adapter.promadapter.resources import GroupResource
 from adapter.provider.base import MetricInfo, ObjectRef
-from adapter.provider.promadapter import RulesProvider, RulesSetup, served_value
+from adapter.provider.promadapter import RulesProvider, RulesSetup
+from adapter.provider.rules_values import served_value
 from adapter.query.client import open_backend
 from adapter.settings import Settings
 from adapter.store import StoreConfig

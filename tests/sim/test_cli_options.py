@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapter.catalog import load_catalog
-from adapter.cli.backtest import parse_duration
+from adapter.cli.series_input import parse_duration
 from adapter.cli.simulate import _start_offset
 from adapter.hpa.spec import load_hpa
 from adapter.sim.forecasting import history_span_s

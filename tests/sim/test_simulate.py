@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from adapter.aggregate import reduce_values
+from adapter.forecast_service import ForecastService, fit_history
 from adapter.hpa.spec import HPASpec, load_hpa
 from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet
 from adapter.sim.fluid import FluidFleet
@@ -35,7 +36,6 @@ from adapter.sim.policies import (
 from adapter.sim.report import goal, table, to_json, write_plot
 from adapter.sim.simulate import SimulationConfig, run_policy, simulate
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
-from adapter.workloads import ForecastService, fit_history
 from tests.support.sim import CATALOG, PHYSICS
 
 REPO = Path(__file__).resolve().parents[2]

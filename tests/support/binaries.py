@@ -44,9 +44,13 @@ def require_binary(name: str) -> str:
     return path
 
 
+# Debian installs some (nginx) in /usr/sbin, which a user's PATH may lack: searched last.
+SBIN = "/usr/sbin"
+
+
 def search_path() -> str:
-    """Where executables are looked up: ``.tools/bin`` first, then PATH."""
-    return os.pathsep.join([str(TOOLS_BIN), os.environ.get("PATH", os.defpath)])
+    """Where executables are looked up: ``.tools/bin`` first, then PATH, then ``/usr/sbin``."""
+    return os.pathsep.join([str(TOOLS_BIN), os.environ.get("PATH", os.defpath), SBIN])
 
 
 # What a test outside ``integration`` must never start (``refusing_binaries``); git and the adapter's own

@@ -30,7 +30,8 @@ from pathlib import Path
 import httpx
 
 from adapter import certs
-from adapter.demo.servers import LOOPBACK, BinaryNotFound, DevServerError, free_port
+from adapter.demo.servers import LOOPBACK, DevServerError, free_port
+from tests.support.binaries import require_binary
 from tests.support.procs import children
 
 TENANT = "team-a"
@@ -133,9 +134,7 @@ http {{
         (self.dir / "htpasswd").write_text(f"{self.basic_user}:{{PLAIN}}{self.basic_password}\n")
 
     def start(self) -> NginxGateway:
-        exe = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-        if exe is None:
-            raise BinaryNotFound("nginx not found: install the Debian package 'nginx-light' (make sysdeps)")
+        exe = require_binary("nginx")  # Debian's nginx-light (make sysdeps); missing: skipped, or failed in CI
         self._write()
         log = (self.dir / "nginx.out").open("ab")
         self._proc = subprocess.Popen(
