@@ -32,12 +32,21 @@ _COMMANDS = (
 _EXTRAS = {"matplotlib": "plot"}
 
 
+_LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-hpa-adapter", description=__doc__.splitlines()[0])
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", default="info", choices=_LOG_LEVELS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMANDS:
         importlib.import_module(name).register(sub)
+    # Also after the command (``serve --log-level debug``): a Deployment's args list, and the Helm chart's
+    # ``extraArguments``, come after ``serve``. SUPPRESS keeps a value given before the command when none follows.
+    for command in sub.choices.values():
+        command.add_argument(
+            "--log-level", default=argparse.SUPPRESS, choices=_LOG_LEVELS, help="as before the command"
+        )
     return parser
 
 

@@ -161,12 +161,23 @@ def create_app(
         )
         await rules.start()
         dispatcher = Dispatcher(prov, rules)
-        for name in dispatcher.clashes():
-            log.warning("prometheus-adapter rules: %s is the catalog's too; the catalog answers it", name)
+        external_dispatcher = ExternalDispatcher(external, rules)
+        warned: set[str] = set()
+
+        def warn_clashes() -> None:
+            # At start-up, then after every re-list (new series can bring a new clash): each name once.
+            clashes = dispatcher.clashes() + [f"external metric {n}" for n in external_dispatcher.clashes()]
+            for name in clashes:
+                if name not in warned:
+                    warned.add(name)
+                    log.warning("prometheus-adapter rules: %s is the catalog's too; the catalog answers it", name)
+
+        warn_clashes()
+        rules.on_listed = warn_clashes
         app.state.rules_provider = rules
         app.state.storage = Storage(dispatcher, dispatcher.resolve)
         app.state.metrics_provider = dispatcher
-        app.state.external_storage = ExternalStorage(ExternalDispatcher(external, rules))
+        app.state.external_storage = ExternalStorage(external_dispatcher)
         return rules
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)

@@ -1,195 +1,218 @@
-"""The shipped example HPA after ``calibrate``, on fleets nobody tuned for, against a clairvoyant's GPU-hours.
+"""The example HPA after ``calibrate``, per engine profile and request mix, against the shipped catalog.
 
-For each fleet (pod capacity, service time, model-load time, SLO): ``calibrate --simulate`` proposes the
-composite's targets (with the shared trace's demand growth), then ``python -m adapter simulate`` replays the
-shared trace through the example HPA (``apiservice-manifests/examples/vllm-hpa.yaml``, unchanged) for the
-boosted composite, the reactive composite and GPU-utilization-only. The oracle is ``simulate``'s own (pods
-start instantly and each carries exactly its fleet model's knee load); the calibrated knee is printed beside it.
-Every fleet's trace is scaled so its peak needs as many pods at the fleet's knee as the reference fleet's does
-(``simulate``'s default, 32 pods of 40 req/s: 1,280 req/s, 37 pods at its 34.3 req/s knee), so the example
-HPA's ``maxReplicas: 40`` is as far from binding on every fleet; a fleet whose knee sits far below its capacity
-(the 2-slot one) would otherwise need more pods at its peak than ``maxReplicas`` allows.
-``--fleet reference`` simulates with the base catalog as is (the shipped targets are what ``calibrate`` proposes
-for that fleet).
+For each cell (an engine profile of ``adapter/sim/profiles.py`` serving a request mix of ``adapter/sim/mix.py``):
+``python -m adapter calibrate --simulate --engine token --profile P --mix M --trace <shared trace>`` proposes the
+composite's targets (with the shared trace's demand growth as headroom), written into a copy of the base catalog
+(default: the embedded one; only that composite's terms change). Then ``python -m adapter simulate --profile P
+--mix M`` replays one window of the shared trace (default: 2 days after the forecaster's warm-up) through the
+example HPA (``apiservice-manifests/examples/vllm-hpa.yaml``, unchanged) for the reactive and the boosted
+composite, once with the base catalog and once with the calibrated one. ``simulate``'s defaults hold throughout
+(SLO ``ttft=2s,itl=100ms``, the trace scaled so its peak needs 32 pods at the knee of the mix) and its own oracle
+(pods start instantly and each carries the knee load) and static peak fleet (sized for the busiest minute,
+always on) are the yardsticks. ``--bound`` also runs the clairvoyant at lead 0 (``benchmarks/information_bound.py``)
+per cell and reads its frontier at each policy's violation share.
 
-Usage: python benchmarks/calibrate_fleets.py [--days 3] [--fleet NAME ...] [--catalog FILE] [--start auto]
-(~1 minute per fleet per 2 days on a loaded 2-core machine)
+Usage: python benchmarks/calibrate_fleets.py [--profile NAME ...] [--mix NAME ...] [--days 2] [--start auto]
+       [--workers 2] [--catalog FILE] [--bound]
+(default grid, 2 profiles x 3 mixes x 2 days: about 5 minutes on 2 idle cores; ``--days 0`` replays the whole
+trace, about 25 minutes)
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import copy
+import json
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import yaml
-from simrun import REPO, TRACE, simulate
+from simrun import REPO, RUN_HEAD, TRACE, add_cell_arguments, cell_options, cells, run_cells, simulate, static_cells
 
-from adapter.calibrate.history import simulated_history
-from adapter.calibrate.knee import calibrate
-from adapter.catalog import load_catalog
-from adapter.cli.backtest import parse_duration
 from adapter.sim.accounting import frontier_cost
-from adapter.sim.fleet import FleetConfig
-from adapter.sim.simulate import latency_window
-from adapter.sim.trace import load_trace
 
-# name: (pod capacity req/s, service time, load-time range, P99 SLO). The SLO must sit above the idle P99
-# (about 3.4 x the service time at sigma 0.6): a fleet that misses it at zero load has no knee.
-FLEETS: dict[str, tuple[float, str, str, str]] = {
-    "reference": (40.0, "120ms", "90s..180s", "0.8s"),
-    "small-fast-load": (10.0, "120ms", "60s..120s", "0.8s"),
-    "big-slow-load": (80.0, "120ms", "200s..300s", "0.8s"),
-    "slow-model": (40.0, "300ms", "90s..180s", "2s"),
-    "fast-model": (25.0, "60ms", "60s..300s", "0.8s"),
-}
-POLICIES = ("boosted", "composite", "gpu")
-REFERENCE_PEAK_PODS = 32  # simulate's default --peak-pods, at the reference fleet's capacity
+CATALOG = REPO / "adapter" / "catalog.yaml"
+POLICIES = ("composite", "boosted")
 # --bound: clairvoyant targets as fractions of the knee (benchmarks/information_bound.py's grid).
 BOUND_FRACTIONS = (1 / 1.1, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6)
+SHORT = {"gpu_utilization_p90": "GPU", "inference_queue_depth": "queue", "inference_itl_p99_seconds": "ITL P99"}
 
 
-def _catalog_for(fleet: str, out: Path, base_path: Path | None) -> tuple[Path | None, float]:
-    """Calibrate ``fleet``; the catalog file to simulate with (None = embedded) and the knee (req/s per pod)."""
-    cap, service, _load, slo = FLEETS[fleet]
-    base = load_catalog(base_path)
-    terms = base.composites["llm_composite_load"].terms
-    cfg = FleetConfig(
-        capacity_rps=cap, base_service_s=parse_duration(service), substep_s=min(0.5, parse_duration(service))
-    )
-    trace = load_trace(TRACE)
-    demand = np.where(trace.good_mask, np.asarray(trace.rates, dtype=np.float64), np.nan)
-    cal = calibrate(
-        simulated_history(
-            cfg,
-            terms,
-            slo_s=parse_duration(slo),
-            deployment_load=demand,
-            deployment_step_s=trace.step_s,
-            latency_window_s=latency_window(base),
-        ),
+@dataclass(frozen=True)
+class Calibrated:
+    """What ``calibrate --simulate`` proposed for one cell; ``catalog`` None when it found no knee."""
+
+    knee: float | None
+    safe: float | None
+    terms: list[dict[str, Any]]
+    warnings: list[str]
+    catalog: Path | None
+
+
+def terms_text(terms: list[dict[str, Any]]) -> str:
+    """``GPU 27.3 (idle 4), queue 8, ITL P99 0.0596 (idle 0)``: each term's target and idle, ``flat`` marked."""
+    out = []
+    for t in terms:
+        idle = f" (idle {float(t['idle']):.3g})" if t.get("idle") not in (None, 0, 0.0) else ""
+        flat = " flat" if t.get("flat") else ""
+        out.append(f"{SHORT.get(t['metric'], t['metric'])} {float(t['target']):.3g}{idle}{flat}")
+    return ", ".join(out)
+
+
+def with_terms(base: dict[str, Any], composite: str, terms: list[dict[str, Any]], note: str) -> dict[str, Any]:
+    """A copy of the catalog document ``base`` whose composite ``composite`` has ``terms``; the rest unchanged."""
+    doc = copy.deepcopy(base)
+    doc["composites"][composite]["terms"] = terms
+    doc["composites"][composite]["help"] = note
+    return doc
+
+
+def _calibrate(profile: str, mix: str, base: Path | None, tmp: Path) -> Calibrated:
+    """``calibrate --simulate`` for one cell, and the calibrated catalog it implies."""
+    report, snippet = tmp / f"{profile}-{mix}.json", tmp / f"{profile}-{mix}-snippet.yaml"
+    cmd = [sys.executable, "-m", "adapter", "calibrate", "--simulate", "--engine", "token", "--profile", profile]
+    cmd += ["--mix", mix, "--trace", str(TRACE), "--json", str(report), "--catalog-out", str(snippet)]
+    cmd += ["--catalog", str(base)] if base is not None else []
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"calibrate failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    cal = json.loads(report.read_text())
+    if done.returncode == 1 or not snippet.exists():
+        return Calibrated(None, None, [], list(cal.get("warnings") or []), None)
+    composite = cal["composite"]
+    terms = yaml.safe_load(snippet.read_text())["composites"][composite]["terms"]
+    doc = with_terms(
+        yaml.safe_load((base or CATALOG).read_text()),
+        composite,
         terms,
-        slo_s=parse_duration(slo),
+        f"calibrate --simulate --profile {profile} --mix {mix} (benchmarks/calibrate_fleets.py)",
     )
-    if cal.knee_rps is None:
-        raise SystemExit(f"{fleet}: no knee: {cal.warnings}")
-    if fleet == "reference":
-        return base_path, cal.knee_rps
-    doc = yaml.safe_load((base_path or REPO / "adapter" / "catalog.yaml").read_text())
-    doc["composites"]["llm_composite_load"]["terms"] = [
-        {
-            "metric": p.metric,
-            "weight": p.weight,
-            "target": round(p.target, 4),
-            "idle": round(p.idle, 4),
-            **({"when_missing": "idle"} if p.metric == "inference_latency_p99_seconds" else {}),
-            **({"flat": True} if p.metric in cal.marked_flat else {}),
-        }
-        for p in cal.terms
-    ]
-    path = out / f"{fleet}.yaml"
+    path = tmp / f"{profile}-{mix}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path, cal.knee_rps
+    return Calibrated(cal["knee_rps_per_pod"], cal["safe_rps_per_pod"], terms, list(cal["warnings"]), path)
+
+
+@dataclass(frozen=True)
+class Cell:
+    profile: str
+    mix: str
+    calibrated: Calibrated
+    shipped: dict[str, Any]  # simulate's JSON with the base catalog
+    tuned: dict[str, Any] | None  # ... with the calibrated catalog (None: no knee)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--days", type=float, default=3.0, help="simulated days per fleet (default 3; 14 = all)")
-    parser.add_argument("--fleet", action="append", choices=sorted(FLEETS), help="default: every fleet")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_cell_arguments(parser, days=2.0)
+    parser.add_argument("--catalog", type=Path, default=None, help="base catalog (default: the embedded one)")
     parser.add_argument(
-        "--catalog",
-        type=Path,
-        default=None,
-        help="base catalog (default: the embedded one); each fleet gets its calibrated composite",
-    )
-    parser.add_argument("--start", default="auto", help="simulate --start (default auto: after the warm-up)")
-    parser.add_argument(
-        "--bound",
-        action="store_true",
-        help="also run the clairvoyant yardstick (benchmarks/information_bound.py) at lead 0 per fleet",
+        "--bound", action="store_true", help="also run the clairvoyant yardstick at lead 0 per cell (slower)"
     )
     args = parser.parse_args(argv)
-    print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
-    rows = []
-    frontiers: dict[str, list[tuple[float, float]]] = {}
+    print("command: " + shlex.join(["python", "benchmarks/calibrate_fleets.py", *sys.argv[1:]]))
+    started = time.perf_counter()
+    base_doc = yaml.safe_load((args.catalog or CATALOG).read_text())
+    composite = base_doc["forecast"]["base"]
+    done: list[Cell] = []
+    frontiers: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        calibrated = {"reference": _catalog_for("reference", Path(tmp), args.catalog)}  # sizes every fleet's trace
-        reference_knee = calibrated["reference"][1]
-        reference_peak = REFERENCE_PEAK_PODS * FLEETS["reference"][0]
-        for fleet in args.fleet or list(FLEETS):
-            cap, service, load, slo = FLEETS[fleet]
-            if fleet not in calibrated:
-                calibrated[fleet] = _catalog_for(fleet, Path(tmp), args.catalog)
-            catalog, knee = calibrated[fleet]
-            out = Path(tmp) / f"{fleet}.json"
-            peak_rps = reference_peak * knee / reference_knee  # the reference itself: exactly simulate's default
-            options = ["--pod-capacity", f"{cap:g}", "--service-time", service, "--load-time", load]
-            options += ["--peak-rps", f"{peak_rps:.6g}"]
-            options += ["--slo-p99", slo, "--days", f"{args.days:g}", "--start", args.start, "--workers", "2"]
-            if catalog is not None:
-                options += ["--catalog", str(catalog)]
-            bound = {f: f"clairvoyant@{f * knee:.2f}" for f in BOUND_FRACTIONS} if args.bound else {}
+        for profile, mix in cells(args):
             t0 = time.perf_counter()
-            doc = simulate(options, out, policies=[*POLICIES, *bound.values()])
-            print(f"  {fleet}: trace peak {peak_rps:,.0f} req/s, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-            # simulate's own oracle: its fleet model's knee (the calibrated knee agrees within a bin).
-            oracle = float(doc["policies"][0]["oracle_gpu_hours"])
-            minutes = round(doc["inputs"]["duration_s"] / 60)
-            by = {p["policy"]: p for p in doc["policies"]}
-            rows.append((fleet, cap, service, load, slo, knee, oracle, minutes, by))
-            if bound:
-                curve = [
-                    (100 * by[n]["slo_violation_minutes"] / minutes, by[n]["gpu_hours"] / oracle)
-                    for n in bound.values()
-                ]
-                frontiers[fleet] = curve
+            cal = _calibrate(profile, mix, args.catalog, Path(tmp))
+            options = cell_options(args, profile, mix)
+            base = ["--catalog", str(args.catalog)] if args.catalog is not None else []
+            shipped = simulate([*options, *base], Path(tmp) / "shipped.json", policies=POLICIES)
+            knee = float(shipped["inputs"]["knee_rps_per_pod"])
+            bound = {f: f"clairvoyant@{f * knee:.4g}" for f in BOUND_FRACTIONS} if args.bound else {}
+            tuned = None
+            if cal.catalog is not None:
+                tuned = simulate(
+                    [*options, "--catalog", str(cal.catalog)],
+                    Path(tmp) / "tuned.json",
+                    policies=[*POLICIES, *bound.values()],
+                )
+                if bound:
+                    by = {r["policy"]: r for r in tuned["policies"]}
+                    frontiers[(profile, mix)] = [_point(by[name]) for name in bound.values()]
+            done.append(Cell(profile, mix, cal, shipped, tuned))
+            print(f"  {profile} x {mix}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    _report(done, frontiers, base_doc["composites"][composite]["terms"], composite)
+    print(f"\nwall time {time.perf_counter() - started:.0f} s ({len(done)} cells)")
+    return 0
+
+
+def _point(run: dict[str, Any]) -> tuple[float, float]:
+    """(violation share in %, x oracle) of one run."""
+    return 100.0 * float(run["slo_violation_minutes"]) / max(float(run["minutes"]), 1.0), float(run["x_oracle"])
+
+
+def _report(
+    done: list[Cell], frontiers: dict[tuple[str, str], list[tuple[float, float]]], shipped: list[Any], name: str
+) -> None:
+    inputs = done[0].shipped["inputs"]
+    slo = ", ".join(f"{k} {v:g} s" for k, v in inputs["slo"].items())
     print(
-        "\n| fleet | capacity | service | load time | SLO | knee | oracle GPU-h | policy | violation minutes | "
-        "GPU-hours | × oracle |"
+        f"\n{inputs['duration_s'] / 3_600:g} simulated hours from {inputs['start_s'] / 3_600:.2f} h into the trace; "
+        f"P99 bounds {slo}; the example HPA"
     )
-    print("|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|")
-    for fleet, cap, service, load, slo, knee, oracle, minutes, by in rows:
-        for p in POLICIES:
-            r = by[p]
-            v = r["slo_violation_minutes"]
-            print(
-                f"| {fleet} | {cap:g} | {service} | {load} | {slo} | {knee:.1f} | {oracle:,.0f} | {p} | "
-                f"{v:,} ({100 * v / minutes:.1f} %) | {r['gpu_hours']:,.0f} | {r['gpu_hours'] / oracle:.2f} |"
-            )
-    print("\nboosted vs composite: violation minutes, GPU-hours")
-    for fleet, *_rest, by in rows:
-        b, c = by["boosted"], by["composite"]
-        fewer = (
-            (1 - b["slo_violation_minutes"] / c["slo_violation_minutes"])
-            if c["slo_violation_minutes"]
-            else (0.0 if b["slo_violation_minutes"] == 0 else -math.inf)
-        )
-        print(
-            f"- {fleet}: {100 * fewer:+.0f} % fewer minutes, {100 * (b['gpu_hours'] / c['gpu_hours'] - 1):+.1f} % "
-            "GPU-hours"
-        )
+    print(f"shipped {name}: {terms_text(shipped)}\n")
+    print("| profile | mix | knee: calibrate | knee: simulate | safe point | proposed terms (target, idle) |")
+    print("|---|---|---:|---:|---:|---|")
+    for c in done:
+        k = c.calibrated
+        knee = float(c.shipped["inputs"]["knee_rps_per_pod"])
+        if k.catalog is None:
+            print(f"| {c.profile} | {c.mix} | not reached | {knee:.2f} | - | {'; '.join(k.warnings) or '-'} |")
+        else:
+            assert k.knee is not None and k.safe is not None
+            print(f"| {c.profile} | {c.mix} | {k.knee:.2f} | {knee:.2f} | {k.safe:.2f} | {terms_text(k.terms)} |")
+    print(f"\n| profile | mix | catalog | policy | {RUN_HEAD} |")
+    print("|---|---|---|---|" + "---:|" * len(RUN_HEAD.split(" | ")))
+    for c in done:
+        for label, doc in (("shipped", c.shipped), ("calibrated", c.tuned)):
+            for run in [] if doc is None else doc["policies"]:
+                if run["policy"] in POLICIES:
+                    print(f"| {c.profile} | {c.mix} | {label} | {run['policy']} | {run_cells(run)} |")
+        print(f"| {c.profile} | {c.mix} | - | static peak | {static_cells(c.shipped)} |")
+    print("\ncalibrated vs shipped: violation minutes, GPU-hours")
+    for c in done:
+        if c.tuned is None:
+            print(f"- {c.profile} x {c.mix}: no calibrated catalog (no knee)")
+            continue
+        before = {r["policy"]: r for r in c.shipped["policies"]}
+        after = {r["policy"]: r for r in c.tuned["policies"]}
+        parts = [
+            f"{p} {int(before[p]['slo_violation_minutes']):,} -> {int(after[p]['slo_violation_minutes']):,} min, "
+            f"{100 * (float(after[p]['gpu_hours']) / float(before[p]['gpu_hours']) - 1) + 0.0:+.1f} % GPU-hours"
+            for p in POLICIES
+        ]
+        print(f"- {c.profile} x {c.mix}: " + "; ".join(parts))
     if frontiers:
         print(
             "\nthe present-knowledge frontier (clairvoyant, lead 0, targets "
             + ", ".join(f"{f:.2f}" for f in BOUND_FRACTIONS)
-            + " x knee) read at each policy's violation share:"
+            + " x knee) read at each policy's violation share:\n"
         )
-        print("| fleet | policy | violation share | x oracle | frontier x oracle there | above it |")
-        print("|---|---|---:|---:|---:|---:|")
-        for fleet, _cap, _service, _load, _slo, _knee, oracle, minutes, by in rows:
-            for p in ("composite", "boosted"):
-                share = 100 * by[p]["slo_violation_minutes"] / minutes
-                x = by[p]["gpu_hours"] / oracle
-                c = frontier_cost(frontiers[fleet], share)
-                there = "outside the grid" if c is None else f"{c:.3f}"
-                gap = "" if c is None else f"{100 * (x / c - 1):+.1f} %"
-                print(f"| {fleet} | {p} | {share:.2f} % | {x:.3f} | {there} | {gap} |")
-    return 0
+        print("| profile | mix | catalog | policy | violation share | x oracle | frontier x oracle there | above it |")
+        print("|---|---|---|---|---:|---:|---:|---:|")
+        for c in done:
+            curve = frontiers.get((c.profile, c.mix))
+            if curve is None or c.tuned is None:
+                continue
+            for label, doc in (("shipped", c.shipped), ("calibrated", c.tuned)):
+                by = {r["policy"]: r for r in doc["policies"]}
+                for p in POLICIES:
+                    share, x = _point(by[p])
+                    cost = frontier_cost(curve, share)
+                    there = "outside the grid" if cost is None else f"{cost:.3f}"
+                    gap = "" if cost is None else f"{100 * (x / cost - 1):+.1f} %"
+                    print(f"| {c.profile} | {c.mix} | {label} | {p} | {share:.2f} % | {x:.3f} | {there} | {gap} |")
 
 
 if __name__ == "__main__":

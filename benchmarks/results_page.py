@@ -120,12 +120,13 @@ class _Tee(io.TextIOBase):
 @contextlib.contextmanager
 def recording(name: str, write: bool, command: str, path: Path = RESULTS) -> Iterator[None]:
     """Run the block with stdout copied; if ``write``, and the block ends without an exception, its printed
-    markdown (minus a leading ``command: ...`` line, which the stamp replaces) becomes section ``name``."""
+    markdown (minus a leading ``command: ...`` line, which the stamp replaces) becomes section ``name``.
+    ``ValueError`` before the block runs when the page lacks the section's markers."""
     if not write:
         yield
         return
-    markers(name)
-    path.read_text()  # fail before a long run, not after it, if the page is missing
+    # Fail before a long run, not after it, if the page or its section's markers are missing.
+    replace_section(path.read_text(), name, "", command=command, commit="", date=dt.date.today())
     tee = _Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):  # type: ignore[type-var]
         yield

@@ -25,7 +25,10 @@ def main() -> None:
     common = ["--workers", "1", "--start", "0", "--duration", f"{args.days * 24:g}h"]
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for engine, extra in (("queue", []), ("token", ["--engine", "token", "--profile", args.profile])):
+        for engine, extra in (
+            ("queue", ["--engine", "queue"]),
+            ("token", ["--engine", "token", "--profile", args.profile]),
+        ):
             doc = simulate([*common, *extra], Path(tmp) / f"{engine}.json", policies=[args.policy])
             run = doc["policies"][0]
             seconds[engine] = float((run.get("summary") or run)["runtime_s"])

@@ -1,141 +1,78 @@
-"""The what-if simulator's generalization table: the shipped HPA and catalog on other fleets and traces.
+"""The shipped HPA and catalog, not recalibrated, on engine profiles and request mixes they were not set on.
 
-Every cell replays one trace through one fleet with the shipped example HPA (``averageValue: "1"``) and the
-embedded catalog, for the GPU-utilization-only baseline, the reactive composite and the boosted composite,
-and prints violation minutes, GPU-hours and GPU-hours as a multiple of the oracle (a clairvoyant whose
-pods start instantly and each carry the knee load, where the P99 meets the SLO: ``adapter.sim.latency``).
-Nothing is tuned here: the figures show how far the shipped defaults carry to fleets and traces they were
-not set on.
-
-Fleets: pod capacity 10, 40 and 80 req/s (light-load service 0.12 s, so 2, 7 and 14 batch slots: very
-different queueing), model-load time 60-120 s, 90-180 s and 180-300 s (the default run pairs them
-diagonally; ``--full`` runs all nine). Traces: the shared ServeGen trace's two weeks (default: six hours of
-each week's busiest ramp; ``--full``: each whole week), a synthetic trace without a daily cycle
-(``trace.flat_noisy_trace``) and a bursty 1-hour trace (``trace.bursty_trace``). Each trace is scaled so
-its peak needs 24 pods at the fleet's knee (well inside the example HPA's maxReplicas 40). The replay
-starts after the forecaster's warm-up span (at most a quarter of the trace), fed to the forecaster as
-history, as ``simulate --start auto`` does.
+Every cell replays one window of the shared 14-day trace (default: 2 days after the forecaster's warm-up, as
+``simulate --start auto`` does) through token-level vLLM engines of one profile (``adapter/sim/profiles.py``)
+serving one request mix (``adapter/sim/mix.py``), with the shipped example HPA
+(``apiservice-manifests/examples/vllm-hpa.yaml``) and the embedded catalog, for the reactive and the boosted
+composite: ``python -m adapter simulate --profile P --mix M`` with simulate's defaults (SLO ``ttft=2s,itl=100ms``,
+the trace scaled so its peak needs 32 pods at the knee of the mix). It prints per cell the knee (the largest
+per-pod load of the mix at which every bound holds), violation minutes (any bound, TTFT, ITL), GPU-hours, GPU-hours
+as a multiple of the oracle (pods start instantly and each carries the knee load) and of the static fleet sized for
+the window's busiest minute (always on), which is printed as a row of its own. Nothing is tuned here: the figures
+show how far the shipped defaults carry; ``calibrate_fleets.py`` recalibrates each cell.
 
 Usage:
-  python benchmarks/sim_generalization.py [--full] [--workers 2] [--json FILE]
-
-Measured (shared 2-core machine, default run): see docs/results.md.
+  python benchmarks/sim_generalization.py [--profile NAME ...] [--mix NAME ...] [--days 2] [--start auto]
+      [--workers 2] [--json FILE]
+(default grid, 2 profiles x 3 mixes x 2 days: about 3 minutes on 2 idle cores; ``--days 0`` replays the whole
+trace, ≈ 15 minutes)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
+import shlex
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from simrun import RUN_HEAD, add_cell_arguments, cell_options, cells, run_cells, simulate, static_cells
 
-from adapter.catalog import load_catalog  # noqa: E402
-from adapter.hpa.spec import load_hpa  # noqa: E402
-from adapter.sim.fleet import FleetConfig  # noqa: E402
-from adapter.sim.forecasting import history_span_s  # noqa: E402
-from adapter.sim.policies import build_policies  # noqa: E402
-from adapter.sim.simulate import SimulationConfig, knee, simulate  # noqa: E402
-from adapter.sim.trace import RateTrace, ScaledTrace, bursty_trace, flat_noisy_trace, load_trace  # noqa: E402
-
-TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
-HPA = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
-POLICIES = ("gpu", "composite", "boosted")
-PEAK_PODS = 24.0
-DAY = 86_400.0
+POLICIES = ("composite", "boosted")
 
 
-@dataclass(frozen=True)
-class Case:
-    name: str
-    trace: RateTrace
-    start_s: float  # where the replay starts (the warm-up before it comes from the trace)
-    duration_s: float
-
-
-def _cases(full: bool, warmup_s: float) -> list[Case]:
-    shared = load_trace(TRACE)
-    cases = []
-    for week in (0, 1):
-        if full:
-            start = week * 7 * DAY + warmup_s if week == 0 else week * 7 * DAY
-            cases.append(Case(f"shared week {week + 1}", shared, start, 7 * DAY - (start - week * 7 * DAY)))
-        else:
-            # Six hours over the morning ramp of the week's third day (06:00-12:00).
-            start = (week * 7 + 2) * DAY + 6 * 3600.0
-            cases.append(Case(f"shared week {week + 1}, day 3 06-12h", shared, start, 6 * 3600.0))
-    flat = flat_noisy_trace(days=2.0 if full else 1.0, seed=11)
-    flat_start = min(warmup_s, flat.duration_s / 4)
-    cases.append(Case("no daily cycle", flat, flat_start, (flat.duration_s - flat_start) if full else 6 * 3600.0))
-    burst = bursty_trace(minutes=60, seed=0)
-    burst_start = min(warmup_s, burst.duration_s / 4)
-    cases.append(Case("bursty 1 h", burst, burst_start, burst.duration_s - burst_start))
-    return cases
-
-
-def _fleets(full: bool) -> list[tuple[float, tuple[float, float]]]:
-    capacities = (10.0, 40.0, 80.0)
-    loads = ((60.0, 120.0), (90.0, 180.0), (180.0, 300.0))
-    if full:
-        return [(c, lt) for c in capacities for lt in loads]
-    return [(10.0, (180.0, 300.0)), (40.0, (90.0, 180.0)), (80.0, (60.0, 120.0))]
-
-
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--full", action="store_true", help="whole weeks and all nine fleets (long)")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", type=Path, default=None, help="also write every cell's figures here")
-    args = parser.parse_args()
-    catalog = load_catalog(None)
-    base = load_hpa(HPA)
-    policies = build_policies(list(POLICIES), base, catalog)
-    assert catalog.forecast is not None
-    warmup = history_span_s(catalog.forecast)
+    add_cell_arguments(parser, days=2.0)
+    parser.add_argument("--json", type=Path, default=None, help="also write every cell's simulate figures here")
+    args = parser.parse_args(argv)
+    print("command: " + shlex.join(["python", "benchmarks/sim_generalization.py", *sys.argv[1:]]))
     started = time.perf_counter()
-    cells = []
-    print("| trace | pod capacity | load time | knee (req/s) | policy | SLO-violation minutes | GPU-hours | x oracle |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|")
-    for case in _cases(args.full, warmup):
-        for capacity, load in _fleets(args.full):
-            fleet = FleetConfig(capacity_rps=capacity, base_service_s=0.12, substep_s=0.12, load_delay_s=load)
-            sync = 15.0
-            config = SimulationConfig(
-                fleet=fleet,
-                start_s=math.floor((case.trace.start_s + case.start_s) / sync) * sync,
-                duration_s=case.duration_s,
+    rows: list[str] = []
+    figures = []
+    window = ""
+    with tempfile.TemporaryDirectory() as tmp:
+        for profile, mix in cells(args):
+            t0 = time.perf_counter()
+            doc = simulate(cell_options(args, profile, mix), Path(tmp) / "cell.json", policies=POLICIES)
+            print(f"  {profile} x {mix}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            inputs = doc["inputs"]
+            knee = float(inputs["knee_rps_per_pod"])
+            slo = ", ".join(f"{k} {v:g} s" for k, v in inputs["slo"].items())
+            window = (
+                f"{inputs['duration_s'] / 3_600:g} simulated hours from {inputs['start_s'] / 3_600:.2f} h into the "
+                f"trace; P99 bounds {slo}"
             )
-            per_pod = knee(config)
-            scaled = ScaledTrace(case.trace, peak_rps=PEAK_PODS * per_pod)
-            result = simulate(policies, scaled, config, catalog, workers=args.workers)
-            for run in result.runs:
-                s = run.summary
-                minutes, total = int(s["slo_violation_minutes"] or 0), int(s["minutes"] or 0)
-                x = s["x_oracle"]
-                print(
-                    f"| {case.name} | {capacity:g} | {load[0]:g}-{load[1]:g} s | {per_pod:.1f} | {run.policy} | "
-                    f"{minutes} ({100 * minutes / max(total, 1):.1f} %) | {float(s['gpu_hours'] or 0):,.0f} | "
-                    f"{'-' if x is None else f'{float(x):.2f}'} |",
-                    flush=True,
-                )
-                cells.append(
-                    {
-                        "trace": case.name,
-                        "capacity_rps": capacity,
-                        "load_time_s": list(load),
-                        "knee_rps": per_pod,
-                        "policy": run.policy,
-                        **s,
-                    }
-                )
-    print(f"\nwall time {time.perf_counter() - started:.0f} s ({len(cells)} runs)")
+            cell = f"| {profile} | {mix} | {knee:.2f}"
+            rows += [f"{cell} | {run['policy']} | {run_cells(run)} |" for run in doc["policies"]]
+            rows.append(f"{cell} | static peak | {static_cells(doc)} |")
+            figures.append(
+                {
+                    "profile": profile,
+                    "mix": mix,
+                    "inputs": inputs,
+                    "policies": [{k: v for k, v in r.items() if k != "forecast"} for r in doc["policies"]],
+                }
+            )
+    print(f"\n{window}; the shipped example HPA and catalog\n")
+    print(f"| profile | mix | knee (req/s per pod) | policy | {RUN_HEAD} |")
+    print("|---|---|---:|---|" + "---:|" * len(RUN_HEAD.split(" | ")))
+    print("\n".join(rows))
+    print(f"\nwall time {time.perf_counter() - started:.0f} s ({len(figures)} cells)")
     if args.json is not None:
-        args.json.write_text(json.dumps(cells, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

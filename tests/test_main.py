@@ -39,6 +39,28 @@ def test_every_command_is_registered() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("argv", "level"),
+    [
+        (["serve"], "info"),
+        (["--log-level", "warning", "serve"], "warning"),
+        # A Deployment's args (and the chart's extraArguments) come after the command.
+        (["serve", "--log-level", "debug"], "debug"),
+        (["--log-level", "error", "serve", "--log-level", "debug"], "debug"),
+    ],
+)
+def test_the_log_level_is_read_before_or_after_the_command(argv: list[str], level: str) -> None:
+    args = cli.build_parser().parse_args([*argv, "--prometheus-url", "http://127.0.0.1:9"])
+    assert args.log_level == level
+
+
+def test_every_command_takes_the_log_level_after_its_name() -> None:
+    (sub,) = [a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        (option,) = [a for a in command._actions if "--log-level" in a.option_strings]
+        assert option.choices == ["debug", "info", "warning", "error"], name
+
+
 def test_a_command_that_fails_to_import_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     # It used to be skipped silently when the module itself was missing.
     monkeypatch.setattr(cli, "_COMMANDS", (*cli._COMMANDS, "adapter.cli.no_such_command"))

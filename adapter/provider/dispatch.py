@@ -1,8 +1,9 @@
 """The LLM catalog and prometheus-adapter's rules served at once, on both metric APIs.
 
 Discovery is the union of both. A (resource, metric) both serve is answered by the catalog, and the rules' one
-is left out of discovery and logged (``clashes``): the catalog is this server's own contract, and a rule's
-series are a tenant's data (docs/prometheus-adapter.md). External metrics follow the same precedence.
+is left out of discovery and logged (``clashes``, at start-up and when a re-list brings a new one): the catalog
+is this server's own contract, and a rule's series are a tenant's data (docs/prometheus-adapter.md). External
+metrics follow the same precedence.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class ExternalDispatcher:
         self.catalog = catalog
         self.rules = rules
         self._catalog_names = set() if catalog is None else set(catalog.list_all_metrics())
+
+    def clashes(self) -> list[str]:
+        """External metrics the rules discovered that the catalog serves too (answered by the catalog)."""
+        return sorted(self._catalog_names & set(self.rules.list_external()))
 
     def list_all_metrics(self) -> list[str]:
         return sorted(self._catalog_names | set(self.rules.list_external()))

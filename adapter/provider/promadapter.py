@@ -140,6 +140,7 @@ class RulesProvider:
         self.discovery_error = ""  # the last failed API discovery's reason, "" after a success
         self._written: frozenset[GroupResource] = frozenset()  # served resources no table entry knows
         self.on_modes = on_modes  # told (rule, resource, mode) after every discovery swapped in
+        self.on_listed: Callable[[], None] | None = None  # called after every discovery swapped in
         self.registry = EMPTY
         self.listings = 0  # successful re-lists
         self.listing_error = ""  # the last failed re-list's reason, "" after a success
@@ -169,6 +170,8 @@ class RulesProvider:
         self._written = frozenset(m.resource for m in registry.custom if self.table.api_resource(m.resource) is None)
         if self.on_modes is not None:
             self.on_modes(self.mode_table())
+        if self.on_listed is not None:
+            self.on_listed()
         self.listings += 1
         self.listing_error = ""
         self._loop.interval_s = self.relist.interval_s

@@ -60,6 +60,18 @@ def test_a_page_without_exactly_one_well_formed_section_is_refused(page: str) ->
         rp.replace_section(page, "a", "body", command="c", commit="abc1234", date=DAY)
 
 
+def test_recording_refuses_a_page_without_the_section_before_the_benchmark_runs(tmp_path: Path) -> None:
+    page = tmp_path / "results.md"
+    page.write_text(PAGE)
+    ran = []
+    with pytest.raises(ValueError, match="section 'b'"), rp.recording("b", True, "python benchmarks/b.py", page):
+        ran.append(True)
+    assert ran == [] and page.read_text() == PAGE
+    with rp.recording("a", True, "python benchmarks/a.py", page):
+        print("| z |")
+    assert "| z |" in page.read_text() and "old figures" not in page.read_text()
+
+
 def test_command_line_drops_only_the_results_flags() -> None:
     argv = ["--samples", "3", "--write-results", "--results-file", "/tmp/x.md", "--seed=2", "--results-file=/y"]
     assert rp.command_line("/abs/benchmarks/forecast_cost.py", argv) == (

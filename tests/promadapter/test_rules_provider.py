@@ -8,6 +8,7 @@ label, or the store off) one per request, as prometheus-adapter. A failed re-lis
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 
@@ -21,10 +22,11 @@ from adapter.promadapter.config import parse_config
 from adapter.promadapter.metrics_query import groups_by_resource
 from adapter.promadapter.resources import GroupResource
 from adapter.provider.base import MetricInfo, ObjectRef
-from adapter.provider.promadapter import RulesProvider, served_value
+from adapter.provider.promadapter import RulesProvider, RulesSetup, served_value
 from adapter.query.client import open_backend
 from adapter.settings import Settings
 from adapter.store import StoreConfig
+from tests.support.adapter_server import APPS, running_adapter
 from tests.support.backends import Series, TestBackend
 
 DATA = Path(__file__).parent / "data"
@@ -178,3 +180,48 @@ def test_a_label_selector_on_other_resources_is_refused_before_any_query() -> No
     assert rules.serves(info)
     with pytest.raises(BadRequest, match="needs the objects' labels"):
         asyncio.run(rules.get_metric_by_selector("ns", parse_selector("app=web"), info, EVERYTHING))
+
+
+CLASHING = """
+rules:
+- seriesQuery: '{__name__=~"app_queue|llm_composite_load",namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+externalRules:
+- seriesQuery: '{__name__=~"app_queue|llm_composite_load",namespace!="",pod!=""}'
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'
+"""
+
+
+def test_a_relist_that_brings_a_clash_with_the_catalog_warns_once(
+    own_backend: TestBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A name served by the catalog and by a rule is the catalog's; the server says so when a re-list first
+    finds it, not only at start-up, and once per name however many re-lists find it again."""
+    now = float(int(time.time()) - 30)
+    ts = [now - 120 + 15 * i for i in range(9)]
+    own_backend.load([Series({"__name__": "app_queue", "namespace": "ns", "pod": "p0"}, [(t, 1.0) for t in ts])])
+    setup = RulesSetup(parse_config(CLASHING))
+    settings = Settings(prometheus_url=own_backend.url, backend=own_backend.kind, pod_source="prometheus")  # type: ignore[arg-type]
+
+    def clash_warnings() -> list[str]:
+        return sorted(r.getMessage() for r in caplog.records if "is the catalog's too" in r.getMessage())
+
+    with (
+        caplog.at_level(logging.WARNING, logger="adapter.app"),
+        running_adapter(settings, clock=lambda: now, prometheus_adapter=setup) as url,
+    ):
+        assert clash_warnings() == []  # app_queue is no catalog metric
+        state = APPS[url].state
+        # A pod starts exposing a series named like a catalog metric; the next re-list discovers it.
+        own_backend.load(
+            [Series({"__name__": "llm_composite_load", "namespace": "ns", "pod": "p0"}, [(t, 9.0) for t in ts])]
+        )
+        for _ in range(2):
+            asyncio.run_coroutine_threadsafe(state.rules_provider.relist_once(), state.loop).result(10)
+        assert state.rules_provider.listings == 3
+        prefix = "prometheus-adapter rules: "
+        assert clash_warnings() == [
+            f"{prefix}{name}llm_composite_load is the catalog's too; the catalog answers it"
+            for name in ("external metric ", "namespaces/", "pods/")
+        ]

@@ -1,8 +1,10 @@
 """Acceptance: prometheus-adapter's files, loaded unchanged, served beside the catalog, read by the real kubectl.
 
 For each of a real Prometheus and a real VictoriaMetrics, ``kubectl get --raw`` against a running adapter
-serving ``tests/promadapter/data/sample-config-quoted.yaml`` (its documented sample) and
-``helm-chart-default-config.yaml`` (its Helm chart's default rules), unchanged. What prometheus-adapter answers
+serving ``tests/promadapter/data/sample-config-quoted.yaml`` (its documented sample),
+``helm-chart-default-config.yaml`` (its Helm chart's default rules) and the rules of ``docs/config-walkthrough.md``
+and ``docs/externalmetrics.md`` (``namespaced: false`` included), unchanged: pods, namespaces, a Deployment, a
+Service, a Job (``jobs.batch``) and external metrics. What prometheus-adapter answers
 (``docs/config-walkthrough.md``, ``pkg/custom-provider/provider.go`` ``metricFor``, ``helpers.go``
 ``ReferenceFor``, ``pkg/external-provider``): discovery names ``<resource>/<metric>``; each item's
 ``describedObject`` is the object with ``apiVersion`` ``group/version`` (``/v1`` for the core group); its value
@@ -28,6 +30,7 @@ from adapter.promadapter.discovery import RelistSettings
 from adapter.provider.promadapter import RulesSetup
 from adapter.quantity import parse_quantity
 from adapter.settings import Settings
+from tests.promadapter.test_documented_examples import EXTERNAL, WALKTHROUGH
 from tests.support.adapter_server import running_adapter
 from tests.support.backends import Series, TestBackend
 from tests.support.kubectl_raw import kubectl_raw
@@ -75,6 +78,9 @@ def series(now: float) -> list[Series]:
              "label_app": app},
             1.0,
         )  # fmt: skip
+    # A Job's pods: kube-state-metrics-like ``job`` labels name jobs.batch under the template <<.Resource>>.
+    for job, pod, pending in [("nightly-report", "a7", 200.0), ("nightly-report", "b8", 50.0), ("weekly", "c9", 9.0)]:
+        gauge({"__name__": "batch_items_pending", "namespace": NS, "job": job, "pod": f"{job}-{pod}"}, pending)
     gauge({"__name__": "queue_consumer_lag", "namespace": NS, "name": "orders", "topic": "t1"}, 42.0)
     gauge({"__name__": "queue_consumer_lag", "namespace": NS, "name": "orders", "topic": "t2"}, 8.0)
     gauge({"__name__": "queue_consumer_lag", "namespace": NS, "name": "refunds", "topic": "t1"}, 7.0)
@@ -96,8 +102,8 @@ def described(kind: str, api_version: str, name: str, namespace: str | None = NS
     return {k: v for k, v in out.items() if v is not None}
 
 
-def serving(backend: TestBackend, file: str, now: float) -> Any:
-    setup = RulesSetup(parse_config((DATA / file).read_text()), RelistSettings(interval_s=600))
+def serving(backend: TestBackend, file: str, now: float, text: str = "") -> Any:
+    setup = RulesSetup(parse_config(text or (DATA / file).read_text()), RelistSettings(interval_s=600))
     settings = Settings(prometheus_url=backend.url, backend=backend.kind, pod_source="prometheus")  # type: ignore[arg-type]
     return running_adapter(settings, clock=lambda: now, prometheus_adapter=setup)
 
@@ -223,3 +229,113 @@ def test_helm_chart_default_rules(own_backend: TestBackend, tmp_path: Path) -> N
         (item,) = get(url, tmp_path, f"{custom}/namespaces/{NS}/metrics/inflight_requests")["items"]
         assert item["describedObject"] == described("Namespace", "/v1", NS, None)
         assert milli(item["value"]) == 12000
+
+        # A Job (rule 3, gauges): the ``job`` label names jobs.batch; describedObject is batch/v1 Job.
+        assert "jobs.batch/batch_items_pending" in names
+        v1beta2 = "/apis/custom.metrics.k8s.io/v1beta2"
+        doc = get(url, tmp_path, f"{v1beta2}/namespaces/{NS}/jobs.batch/nightly-report/batch_items_pending")
+        assert [{k: v for k, v in i.items() if k != "timestamp"} for i in doc["items"]] == [
+            {
+                "describedObject": described("Job", "batch/v1", "nightly-report"),
+                "metric": {"name": "batch_items_pending", "selector": None},
+                "value": "250",  # sum(batch_items_pending{namespace="shop",job="nightly-report"}) by (job)
+            }
+        ]
+        # The singular resource name, v1beta1: the same object.
+        (item,) = get(url, tmp_path, f"{custom}/namespaces/{NS}/job/nightly-report/batch_items_pending")["items"]
+        assert (item["describedObject"], item["metricName"], item["value"]) == (
+            described("Job", "batch/v1", "nightly-report"),
+            "batch_items_pending",
+            "250",
+        )
+        # Every Job with data (no Kubernetes API: an empty labelSelector lists what the answer has).
+        doc = get(url, tmp_path, f"{v1beta2}/namespaces/{NS}/jobs.batch/*/batch_items_pending")
+        assert sorted(
+            (i["describedObject"]["name"], i["describedObject"]["kind"], i["value"]) for i in doc["items"]
+        ) == [
+            ("nightly-report", "Job", "250"),
+            ("weekly", "Job", "9"),
+        ]
+        done = kubectl(url, tmp_path, f"{v1beta2}/namespaces/{NS}/jobs.batch/monthly/batch_items_pending")
+        assert done.returncode == 1  # provider.go metricFor: NewMetricNotFoundForError(resource, metric, name)
+        assert "(NotFound): the server could not find the metric batch_items_pending for jobs.batch monthly" in (
+            done.stderr
+        )
+
+
+def documented_series(now: float) -> list[Series]:
+    """The series ``docs/config-walkthrough.md`` and ``docs/externalmetrics.md`` speak of: the walkthrough's two
+    frontend pods at 16 and 22 milli-requests per second (its ``kubernetes_*`` labels), their kube-state-metrics
+    labels (the pod source), and queues in the HPA's namespace ``default`` and in ``queue``."""
+    ts = [now - 600 + 15 * i for i in range(41)]
+    out: list[Series] = []
+    for pod, rate in [("frontend-server-abcd-0123", 0.016), ("frontend-server-abcd-4567", 0.022)]:
+        where = {"kubernetes_namespace": "production", "kubernetes_pod_name": pod}
+        out.append(Series({"__name__": "http_requests_total", **where}, [(t, rate * (t - ts[0])) for t in ts]))
+        ksm = {"namespace": "production", "pod": pod, "job": "kube-state-metrics", "label_app": "frontend"}
+        out.append(Series({"__name__": "kube_pod_labels", **ksm}, [(t, 1.0) for t in ts]))
+    for name, namespace, value in [
+        ("queue_consumer_lag", "default", 30.0),
+        ("queue_consumer_lag", "queue", 500.0),
+        ("queue_depth", "queue", 120.0),
+        ("queue_depth", "default", 7.0),
+    ]:
+        labels = {"__name__": name, "namespace": namespace, "name": "my-sample-queue"}
+        out.append(Series(labels, [(t, value) for t in ts]))
+    out.append(Series({"__name__": "queue_depth", "namespace": "queue", "name": "other"}, [(t, 3.0) for t in ts]))
+    return out
+
+
+def test_walkthrough_and_external_metrics_documents(own_backend: TestBackend, tmp_path: Path) -> None:
+    """The rules of ``docs/config-walkthrough.md`` and ``docs/externalmetrics.md``, unchanged, asked what those
+    documents ask, answer what they show."""
+    now = float(int(time.time()) - 30)
+    own_backend.load(documented_series(now))
+    custom = "/apis/custom.metrics.k8s.io/v1beta1"
+    with serving(own_backend, "", now, WALKTHROUGH + EXTERNAL) as url:
+        # The walkthrough's discovery entries (named by its rule's `as`, see test_config_walkthrough).
+        resources = get(url, tmp_path, custom)["resources"]
+        entry = {"singularName": "", "kind": "MetricValueList", "verbs": ["get"]}
+        for name, namespaced in [
+            ("pods/http_requests_per_second", True),
+            ("namespaces/http_requests_per_second", False),
+        ]:
+            assert {"name": name, "namespaced": namespaced, **entry} in resources
+
+        # Its request and its answer: one item per pod, 16m and 22m.
+        doc = get(url, tmp_path, f"{custom}/namespaces/production/pods/*/http_requests_per_second")
+        q = (
+            'sum(rate(http_requests_total{kubernetes_namespace="production",'
+            'kubernetes_pod_name=~"frontend-server-abcd-0123|frontend-server-abcd-4567"}[2m])) by (kubernetes_pod_name)'
+        )
+        want = upstream_value(own_backend, q, now, "kubernetes_pod_name")
+        got = sorted(doc["items"], key=lambda i: i["describedObject"]["name"])
+        assert [(i["describedObject"], i["metricName"]) for i in got] == [
+            (described("Pod", "/v1", "frontend-server-abcd-0123", "production"), "http_requests_per_second"),
+            (described("Pod", "/v1", "frontend-server-abcd-4567", "production"), "http_requests_per_second"),
+        ]
+        assert {i["describedObject"]["name"]: milli(i["value"]) for i in got} == want
+        # The document's 16m and 22m; int64(v*1000) truncates, and VictoriaMetrics' rate of 0.022/s is a hair
+        # under it (21m), as prometheus-adapter would serve it from that backend.
+        assert [milli(i["value"]) for i in got] == [pytest.approx(16, abs=1), pytest.approx(22, abs=1)]
+
+        # externalmetrics.md's own command: the HPA's namespace is a matcher.
+        external = "/apis/external.metrics.k8s.io/v1beta1"
+        doc = get(url, tmp_path, f"{external}/namespaces/default/queue_consumer_lag")
+        assert [{k: v for k, v in i.items() if k != "timestamp"} for i in doc["items"]] == [
+            {"metricName": "queue_consumer_lag", "metricLabels": {"name": "my-sample-queue"}, "value": "30"}
+        ]
+
+        # namespaced: false: the HPA in `default` reads namespace `queue` through its metricSelector ...
+        selector = quote("namespace=queue,name=my-sample-queue")
+        doc = get(url, tmp_path, f"{external}/namespaces/default/queue_depth?labelSelector={selector}")
+        assert [{k: v for k, v in i.items() if k != "timestamp"} for i in doc["items"]] == [
+            {"metricName": "queue_depth", "metricLabels": {"name": "my-sample-queue"}, "value": "120"}
+        ]
+        # ... and without one, every namespace's series, whatever namespace asks.
+        for namespace in ("default", "elsewhere"):
+            doc = get(url, tmp_path, f"{external}/namespaces/{namespace}/queue_depth")
+            assert sorted((i["metricLabels"]["name"], i["value"]) for i in doc["items"]) == [
+                ("my-sample-queue", "127"),
+                ("other", "3"),
+            ]

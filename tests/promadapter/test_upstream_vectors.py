@@ -20,12 +20,17 @@ Each case's inputs and expected output are upstream's; the code under test is ou
   and the filters split it, as the real lister does (the result is the same).
 - ``pkg/custom-provider/provider_test.go``: its one case (``ListAllMetrics``, 10 metrics) on
   ``DefaultConfig(1m, "")`` with the fake client's answers keyed by series query.
-- ``pkg/external-provider/periodic_metric_lister_test.go``: not ported: it tests the periodic re-lister's
-  caching, which belongs to the serving step (nothing here re-lists).
+- ``pkg/external-provider/periodic_metric_lister_test.go``: 2 of 2, on ``RulesProvider``'s re-list: a
+  receiver is told after each update, and listing serves the last update's cached result without listing the
+  backend again (and nothing before the first update).
 - ``pkg/config``: has no tests.
 """
 
 from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
 
 import pytest
 
@@ -35,6 +40,7 @@ from adapter.promadapter.config import Rule, parse_config
 from adapter.promadapter.metrics_query import render_custom, render_external
 from adapter.promadapter.registry import CustomMetric, Registry, discover, normalize_request
 from adapter.promadapter.resources import ApiResource, GroupResource, ResourceTable
+from adapter.provider.promadapter import RulesProvider
 
 # --- pkg/naming/metrics_query_test.go ---------------------------------------------------------------------------
 
@@ -427,3 +433,49 @@ def test_a_request_names_its_resource_as_a_url_does() -> None:
 
 def test_no_selector_is_everything() -> None:
     assert parse_selector("") is EVERYTHING
+
+
+# --- pkg/external-provider/periodic_metric_lister_test.go -------------------------------------------------------
+
+# Its fakeLister answers one series named ``a_series`` and counts its calls; ``updateMetrics`` is one re-list
+# (here ``RulesProvider.relist_once``), ``ListAllMetrics`` of the periodic lister the cached discovery (here
+# ``list_external``), ``AddNotificationReceiver`` a callback told after each update (here ``on_listed``).
+A_SERIES_RULE = "externalRules:\n- {seriesQuery: 'a_series', metricsQuery: 'sum(<<.Series>>)'}\n"
+
+
+class CountingLister:
+    """The backend's ``/api/v1/series`` as the fakeLister: one series, ``calls`` counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def series(self, match: str, start: float, parse: Callable[[bytes], object]) -> object:
+        self.calls += 1
+        return parse(json.dumps({"status": "success", "data": [{"__name__": "a_series"}]}).encode())
+
+
+def lister() -> tuple[RulesProvider, CountingLister]:
+    fake = CountingLister()
+    return RulesProvider(parse_config(A_SERIES_RULE), fake, None, lambda: 1e9), fake  # type: ignore[arg-type]
+
+
+def test_when_new_metrics_available_callback_is_invoked() -> None:
+    rules, _ = lister()
+    invoked: list[bool] = []
+    rules.on_listed = lambda: invoked.append(True)
+    asyncio.run(rules.relist_once())
+    assert invoked == [True]
+
+
+def test_when_listing_metrics_returns_cached_values() -> None:
+    rules, fake = lister()
+    # Not listed yet: no results, and the inner lister not called.
+    assert rules.list_external() == []
+    assert fake.calls == 0
+    # The update interval passes: one call to the inner lister.
+    asyncio.run(rules.relist_once())
+    assert fake.calls == 1
+    # Listing now returns the cached values, without calling the inner lister again.
+    assert rules.list_external() == ["a_series"]
+    assert rules.list_external() == ["a_series"]
+    assert fake.calls == 1
