@@ -13,7 +13,7 @@ always on) are the yardsticks. ``--bound`` also runs the clairvoyant at lead 0 (
 per cell and reads its frontier at each policy's violation share.
 
 Usage: python benchmarks/calibrate_fleets.py [--profile NAME ...] [--mix NAME ...] [--days 2] [--start auto]
-       [--workers 2] [--catalog FILE] [--bound]
+       [--workers 2] [--catalog FILE] [--bound] [--write-results]
 (default grid, 2 profiles x 3 mixes x 2 days: about 5 minutes on 2 idle cores; ``--days 0`` replays the whole
 trace, about 25 minutes)
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import results_page
 import yaml
 from simrun import REPO, RUN_HEAD, TRACE, add_cell_arguments, cell_options, cells, run_cells, simulate, static_cells
 
@@ -114,8 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bound", action="store_true", help="also run the clairvoyant yardstick at lead 0 per cell (slower)"
     )
+    results_page.add_arguments(parser)
     args = parser.parse_args(argv)
-    print("command: " + shlex.join(["python", "benchmarks/calibrate_fleets.py", *sys.argv[1:]]))
+    command = results_page.command_line(__file__, sys.argv[1:])
+    with results_page.recording("calibrate_fleets", args.write_results, command, args.results_file):
+        return _run(args, command)
+
+
+def _run(args: argparse.Namespace, command: str) -> int:
+    print(f"command: {command}")
     started = time.perf_counter()
     base_doc = yaml.safe_load((args.catalog or CATALOG).read_text())
     composite = base_doc["forecast"]["base"]

@@ -91,6 +91,7 @@ def main() -> int:
     parser.add_argument("--start", default="10h")
     parser.add_argument("--days", type=float, default=None)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--leads", default=",".join(LEADS), help="comma-separated leads (default: %(default)s)")
     results_page.add_arguments(parser)
     args, args.sim = parser.parse_known_args()  # the rest goes to simulate as is (--pod-capacity 80, ...)
     command = results_page.command_line(__file__, sys.argv[1:])
@@ -101,13 +102,15 @@ def main() -> int:
 def _report(args: argparse.Namespace) -> int:
     """Run the grid and the shipped policies; print the tables; 0 when every run gave a finite point."""
     started = time.perf_counter()
+    leads = [lead.strip() for lead in args.leads.split(",") if lead.strip()]
     days = f" --days {args.days:g}" if args.days is not None else ""
     rest = "".join(f" {a}" for a in args.sim)
-    print(f"command: python benchmarks/information_bound.py --start {args.start}{days}{rest}")
+    which = "" if leads == list(LEADS) else f" --leads {','.join(leads)}"
+    print(f"command: python benchmarks/information_bound.py --start {args.start}{days}{which}{rest}")
     with tempfile.TemporaryDirectory() as tmp:
         probe = _simulate(args, ["clairvoyant@1"], Path(tmp) / "probe.json", probe=True)
         knee = float(probe["inputs"]["knee_rps_per_pod"])
-        grid = {(lead, f): f"clairvoyant:{lead}@{f * knee:.2f}" for lead in LEADS for f in FRACTIONS}
+        grid = {(lead, f): f"clairvoyant:{lead}@{f * knee:.2f}" for lead in leads for f in FRACTIONS}
         doc = _simulate(args, [*SHIPPED, *grid.values()], Path(tmp) / "runs.json")
     runs = {r["policy"]: r for r in doc["policies"]}
     print(f"knee {knee:.2f} req/s per pod; oracle {float(doc['inputs']['oracle_gpu_hours']):,.0f} GPU-hours\n")
@@ -122,18 +125,18 @@ def _report(args: argparse.Namespace) -> int:
             f"| {lead} | {f * knee:.2f} | {f:.2f} | {int(s['slo_violation_minutes'])} ({share:.2f} %) | "
             f"{float(s['gpu_hours']):,.0f} | {x:.3f} |"
         )
-    heads = " | ".join(f"lead {lead}: x oracle at that share" for lead in LEADS)
+    heads = " | ".join(f"lead {lead}: x oracle at that share" for lead in leads)
     print(f"\n| shipped policy | violation minutes | x oracle | {heads} |")
-    print("|---|---:|---:|" + "---:|" * len(LEADS))
+    print("|---|---:|---:|" + "---:|" * len(leads))
     for name in SHIPPED:
         share, x = _point(runs[name])
         cells = []
-        for lead in LEADS:
+        for lead in leads:
             c = frontier_cost(frontiers[lead], share)
             cells.append("outside the grid" if c is None else f"{c:.3f} ({100 * (x / c - 1):+.1f} %)")
         minutes = int(runs[name]["slo_violation_minutes"])
         print(f"| {name} | {minutes} ({share:.2f} %) | {x:.3f} | " + " | ".join(cells) + " |")
-    for lead in LEADS:
+    for lead in leads:
         c = frontier_cost(frontiers[lead], 1.0)
         print(f"lead {lead}: x oracle at 1 % of minutes: {'outside the grid' if c is None else f'{c:.3f}'}")
     trace = load_trace(args.trace)

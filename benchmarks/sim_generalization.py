@@ -13,7 +13,7 @@ show how far the shipped defaults carry; ``calibrate_fleets.py`` recalibrates ea
 
 Usage:
   python benchmarks/sim_generalization.py [--profile NAME ...] [--mix NAME ...] [--days 2] [--start auto]
-      [--workers 2] [--json FILE]
+      [--workers 2] [--json FILE] [--write-results]
 (default grid, 2 profiles x 3 mixes x 2 days: about 3 minutes on 2 idle cores; ``--days 0`` replays the whole
 trace, ≈ 15 minutes)
 """
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import results_page
 from simrun import RUN_HEAD, add_cell_arguments, cell_options, cells, run_cells, simulate, static_cells
 
 POLICIES = ("composite", "boosted")
@@ -37,8 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     add_cell_arguments(parser, days=2.0)
     parser.add_argument("--json", type=Path, default=None, help="also write every cell's simulate figures here")
+    results_page.add_arguments(parser)
     args = parser.parse_args(argv)
-    print("command: " + shlex.join(["python", "benchmarks/sim_generalization.py", *sys.argv[1:]]))
+    command = results_page.command_line(__file__, sys.argv[1:])
+    with results_page.recording("sim_generalization", args.write_results, command, args.results_file):
+        return _run(args, command)
+
+
+def _run(args: argparse.Namespace, command: str) -> int:
+    print(f"command: {command}")
     started = time.perf_counter()
     rows: list[str] = []
     figures = []
