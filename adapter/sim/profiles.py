@@ -100,6 +100,8 @@ LLAMA3_8B_H100 = EngineProfile(
     # (202 in / 179 out tokens on average), mean TPOT ~8 ms at 2 QPS and ~13.5 ms at 32 QPS, 37 req/s at QPS inf;
     # prefill-heavy (462 in / 16 out) 59 req/s. Lambda's vllm-benchmark (results/prompt_10/1xH100-80GB-SXM/
     # Meta-Llama-3-8B-Instruct_tp1_len2048.json) shows ~7.2 ms per decode step at batch 10.
+    # checked, not fitted: the same repository's mean TTFT of bursts of 10 to 320 ShareGPT prompts and the output
+    # tokens/s of 5000 (benchmark_v0.md, v0.6.0): tests/sim/lambda_vllm_benchmark.json, docs/simulation.md.
     overhead_s=7.2e-3,
     token_s=30e-6,
     kv_read_s=131_072 / H100_HBM_BYTES_S,  # derived: 128 KiB of KV per token of context / 3.35 TB/s = 39 ns
@@ -122,6 +124,7 @@ LLAMA3_70B_H100_TP4 = EngineProfile(
     # at 16 QPS, 17.3 req/s at QPS inf; decode-heavy (462 in / 256 out) 15.4 req/s; prefill-heavy 25 req/s.
     # Lambda's vllm-benchmark (results/prompt_10/4xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp4_len2048.json)
     # shows ~17.5 ms per decode step at batch 10.
+    # checked, not fitted: TTFT of bursts and 5000-prompt output tokens/s from the same repository, as for 8B.
     overhead_s=19.0e-3,
     token_s=78e-6,
     kv_read_s=327_680 / (4 * H100_HBM_BYTES_S),  # derived: 320 KiB per token over 4 x 3.35 TB/s = 24 ns
