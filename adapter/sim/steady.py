@@ -39,7 +39,7 @@ from adapter.sim.profiles import EngineProfile
 
 _F64 = npt.NDArray[np.float64]
 _SAMPLES = 4096
-_CACHED_POINTS = 256  # operating points kept per model: 4 x 4096 samples each, 32 MiB in all
+_CACHED_POINTS = 256  # operating points kept per model: 6 x 4096 samples each, 48 MiB in all
 _KV_HEADROOM = 0.97  # the KV usage at which preemptions start in a steady batch (blocks are partly filled)
 
 
@@ -47,7 +47,8 @@ _KV_HEADROOM = 0.97  # the KV usage at which preemptions start in a steady batch
 class OperatingPoint:
     """One engine's steady state at ``rate`` requests/s (``served`` = completions/s, below ``rate`` when
     saturated). Sorted sample arrays, per request (``ttft_s``, ``e2e_s``, ``queue_s``: the time waiting before the
-    first prefill chunk) and per decode step (``itl_s``)."""
+    first prefill chunk; ``prefill_s`` = TTFT - queue, from the step the request arrives in to its first token;
+    ``decode_s`` = e2e - TTFT, first token to last) and per decode step (``itl_s``)."""
 
     rate: float
     served: float
@@ -60,6 +61,8 @@ class OperatingPoint:
     itl_s: _F64
     e2e_s: _F64
     queue_s: _F64
+    prefill_s: _F64
+    decode_s: _F64
 
     def ttft_quantile(self, q: float) -> float:
         """The ``q`` quantile of TTFT (seconds)."""
@@ -162,7 +165,8 @@ class SteadyState:
         wait = self._slot_wait(lam, t, rng) + self._prefill_wait(lam, room, context, rng)
         ttft = residual + prefill + wait
         out = grid_o[rng.integers(0, grid_o.size, _SAMPLES)]
-        e2e = ttft + (out - 1.0) * float(itl.mean())
+        decode = (out - 1.0) * float(itl.mean())
+        e2e = ttft + decode
         return OperatingPoint(
             rate=rate,
             served=lam,
@@ -175,6 +179,8 @@ class SteadyState:
             itl_s=np.sort(itl),
             e2e_s=np.sort(e2e),
             queue_s=np.sort(wait),
+            prefill_s=np.sort(residual + prefill),
+            decode_s=np.sort(decode),
         )
 
     def _prefill_queue(self, lam: float, room: float, context: float) -> tuple[float, float, float]:

@@ -209,13 +209,18 @@ class TokenFleet(FluidFleet):
             return
         mix = self._model.mix
         tokens = done * mix.output_mean
+        # The wait behind a backlog is spent WAITING: it adds to queue, TTFT and e2e, not to prefill or decode.
+        none = np.zeros_like(extra)
         draws = {
             "vllm:time_to_first_token_seconds": (point.ttft_s, extra, done),
-            "vllm:inter_token_latency_seconds": (point.itl_s, np.zeros_like(extra), tokens),
+            "vllm:inter_token_latency_seconds": (point.itl_s, none, tokens),
             "vllm:e2e_request_latency_seconds": (point.e2e_s, extra, done),
             "vllm:request_queue_time_seconds": (point.queue_s, extra, done),
+            "vllm:request_prefill_time_seconds": (point.prefill_s, none, done),
+            "vllm:request_decode_time_seconds": (point.decode_s, none, done),
         }
-        for k, (name, (samples, shift, weight)) in enumerate(draws.items()):
+        for k, name in enumerate(HISTOGRAM_BOUNDS):  # the order of the per-pod sums
+            samples, shift, weight = draws[name]
             if name not in self._counted:
                 continue
             bounds = _FAMILY_UPPER[name]
@@ -226,8 +231,8 @@ class TokenFleet(FluidFleet):
             fam[name][idx, :-1] += weight[:, None] * below
             fam[name][idx, -1] += weight
             fam["sums"][idx, k] += weight * (float(samples.mean()) + shift)
-        fam["sums"][idx, len(draws)] += done * mix.prompt_mean
-        fam["sums"][idx, len(draws) + 1] += tokens
+        fam["sums"][idx, len(HISTOGRAM_BOUNDS)] += done * mix.prompt_mean
+        fam["sums"][idx, len(HISTOGRAM_BOUNDS) + 1] += tokens
 
     def set_mix(self, prompt_mean: float | None, output_mean: float | None) -> None:
         """The mix of the requests arriving from now on (None: the engine's default mix)."""
