@@ -129,3 +129,23 @@ def test_prefill_and_decode_split_each_request_as_vllm_does() -> None:
     backlog = during["request_queue_time_seconds"] - float(saturated.queue_s.mean())
     assert backlog > 1.0
     assert during["time_to_first_token_seconds"] == pytest.approx(float(saturated.ttft_s.mean()) + backlog, rel=1e-6)
+
+
+def test_preemptions_count_where_the_kv_cache_fills() -> None:
+    """vllm:num_preemptions_total follows the fast model: none at the default mix (max_num_seqs caps the batch
+    below a full cache), the full-cache rate per completion on an overloaded pod serving long prompts."""
+    fleet = _fleet()
+    fleet.advance(300.0, 3 * 1.5 * fleet.saturation_rps)
+    assert all(c.preemptions == 0.0 for c in fleet.engine_counters())
+    fleet.set_mix(6000.0, 400.0)
+    start = fleet.engine_counters()
+    fleet.advance(600.0, 3 * 1.5 * fleet.saturation_rps)
+    model = fleet._model
+    assert model.preempted_full > 0.05
+    for before, after in zip(start, fleet.engine_counters(), strict=True):
+        served = after.success - before.success
+        assert served > 0
+        assert after.preemptions - before.preemptions == pytest.approx(served * model.preempted_full, rel=1e-6)
+    text = render_vllm([((), fleet.engine_counters()[0])], model_name="m")
+    line = next(x for x in text.splitlines() if x.startswith("vllm:num_preemptions_total{"))
+    assert float(line.rsplit(" ", 1)[1]) > 0
