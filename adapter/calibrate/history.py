@@ -294,7 +294,7 @@ def simulated_history(
         seed=config.seed,
         deployment=config.deployment.name,
     )
-    rows: dict[str, list[float]] = {"load": [], "req": [], "over": []}
+    rows: dict[str, list[float]] = {"load": [], "req": [], "over": [], "kv": []}
     term_rows: dict[str, list[float]] = {t.metric: [] for t in terms}
     ledger = fleet.ledger
     for i in range(1, levels + 1):
@@ -313,6 +313,7 @@ def simulated_history(
             rows["load"].append(done / measure_s)
             rows["req"].append(done / measure_s)
             rows["over"].append(over / measure_s)
+            rows["kv"].append(float(view.kv_cache_usage[k]) if view.kv_cache_usage is not None else math.nan)
             for t in terms:
                 if t.metric == "gpu_utilization_p90":
                     v = float(np.percentile(view.gpu_util[k], 90))
@@ -324,12 +325,17 @@ def simulated_history(
                     v = float(p99[k])
                 term_rows[t.metric].append(v)
     demand = np.asarray(deployment_load, dtype=np.float64) if deployment_load is not None else np.zeros(0)
+    requests = np.array(rows["req"])
+    token = engine is not None  # vLLM's token counters and KV gauge: the engine's mix, the pods' KV usage
     return History(
         load=np.array(rows["load"]),
-        requests=np.array(rows["req"]),
+        requests=requests,
         over_slo=np.array(rows["over"]),
         terms={m: np.array(v, dtype=np.float64) for m, v in term_rows.items()},
         deployment_load=demand,
         step_s=measure_s,
         demand_step_s=deployment_step_s,
+        prompt_tokens=requests * engine.mix.prompt_mean if engine is not None else None,
+        output_tokens=requests * engine.mix.output_mean if engine is not None else None,
+        kv_usage=np.array(rows["kv"]) if token else None,
     )

@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 
 from adapter.cli.series_input import CliError, parse_duration
-from adapter.cli.simulate import add_queueing_arguments, token_engine_chosen
+from adapter.cli.simulate import (
+    TRACE_LAYOUT_OPTIONS,
+    add_queueing_arguments,
+    add_trace_layout_arguments,
+    load_trace_args,
+    token_engine,
+)
 from adapter.errors import AdapterError, ConfigError
 
 
@@ -68,8 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--trace",
         type=Path,
         default=None,
-        help="a trace CSV (the simulate layout) whose demand growth sets the cold-start headroom",
+        help="a trace CSV whose demand growth sets the cold-start headroom (the shared layout, or the options "
+        "below as for simulate); its token columns give the mix of the sweep",
     )
+    add_trace_layout_arguments(sim)
     cal = p.add_argument_group("what safe means")
     cal.add_argument(
         "--slo",
@@ -115,21 +123,6 @@ class _Given(argparse.Action):
         setattr(namespace, f"{self.dest}_given", True)
 
 
-def _token_engine(args: argparse.Namespace) -> Any:
-    """``calibrate --simulate --engine token``'s engine (None for the request queue); the other engine's
-    options are refused, not ignored (``ValueError``)."""
-    from adapter.sim.mix import DEFAULT_MIX, mix
-    from adapter.sim.profiles import DEFAULT_PROFILE, profile
-    from adapter.sim.slo import DEFAULT_SLO, parse_slo
-    from adapter.sim.tokenfleet import TokenEngine
-
-    if not token_engine_chosen(args):
-        return None
-    return TokenEngine(
-        profile(args.profile or DEFAULT_PROFILE), mix(args.mix or DEFAULT_MIX), parse_slo(args.slo or DEFAULT_SLO)
-    )
-
-
 def _token_slo(args: argparse.Namespace) -> Any:
     """The TTFT/ITL/e2e bounds of the token form (``SloBounds``), None for the e2e form (``--slo-p99``, the
     request-queue engine); ``ValueError``/``CliError`` for a bad or contradictory SLO."""
@@ -162,7 +155,12 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
             latency_sigma=args.latency_sigma,
             substep_s=min(0.5, service),
         )
-        engine = _token_engine(args)
+        trace = None
+        if args.trace is not None:
+            trace = load_trace_args(args)
+        elif any(getattr(args, name) for name in TRACE_LAYOUT_OPTIONS):
+            raise CliError("the trace layout options (--value-col, --count, token columns ...) need --trace")
+        engine = token_engine(args, trace)
         pods = 2
         if engine is not None:
             config = engine.fleet_config(
@@ -175,10 +173,7 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
             per_pod = engine.knee() or engine.model().saturation_rps
             pods = max(2, math.ceil(MIN_BIN_REQUESTS / (0.5 * per_pod * 60.0)))
         demand, demand_step = None, 60.0
-        if args.trace is not None:
-            from adapter.sim.trace import load_trace
-
-            trace = load_trace(args.trace)
+        if trace is not None:
             demand = np.asarray(trace.rates, dtype=np.float64)
             demand = np.where(trace.good_mask, demand, np.nan)
             demand_step = trace.step_s

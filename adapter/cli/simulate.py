@@ -56,6 +56,30 @@ def add_queueing_arguments(group: argparse._ArgumentGroup) -> None:
     )
 
 
+def add_trace_layout_arguments(group: argparse._ArgumentGroup) -> None:
+    """The options that read ``--trace`` in another layout than the shared one, and its token columns
+    (``load_trace_args``); ``simulate`` and ``calibrate --simulate`` share them."""
+    group.add_argument(
+        "--time-col", help="time column (seconds, see --time-unit, or ISO-8601); default: the shared layout"
+    )
+    group.add_argument("--time-unit", choices=["h", "min", "ms", "s"], help="unit of a numeric --time-col")
+    group.add_argument("--index-step", help="the time column (or the row number) is an index this far apart")
+    group.add_argument("--value-col", help="request-rate column (req/s; see --count)")
+    group.add_argument("--gap-col", help="column that is 1 in collection gaps")
+    group.add_argument("--count", action="store_true", help="the value column counts requests per row")
+    group.add_argument(
+        "--prompt-tokens-col", help="column with the prompt tokens summed over each row's requests (--engine token)"
+    )
+    group.add_argument(
+        "--output-tokens-col", help="column with the output tokens summed over each row's requests (--engine token)"
+    )
+
+
+TRACE_LAYOUT_OPTIONS = (
+    "time_col", "time_unit", "index_step", "value_col", "gap_col", "count", "prompt_tokens_col", "output_tokens_col",
+)  # fmt: skip
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``simulate`` subcommand (``func=run``)."""
     p = subparsers.add_parser(
@@ -65,20 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     src = p.add_argument_group("trace")
     src.add_argument("--trace", type=Path, required=True, help="CSV with the request rate over time")
-    src.add_argument(
-        "--time-col", help="time column (seconds, see --time-unit, or ISO-8601); default: the shared layout"
-    )
-    src.add_argument("--time-unit", choices=["h", "min", "ms", "s"], help="unit of a numeric --time-col")
-    src.add_argument("--index-step", help="the time column (or the row number) is an index this far apart")
-    src.add_argument("--value-col", help="request-rate column (req/s; see --count)")
-    src.add_argument("--gap-col", help="column that is 1 in collection gaps")
-    src.add_argument("--count", action="store_true", help="the value column counts requests per row")
-    src.add_argument(
-        "--prompt-tokens-col", help="column with the prompt tokens summed over each row's requests (--engine token)"
-    )
-    src.add_argument(
-        "--output-tokens-col", help="column with the output tokens summed over each row's requests (--engine token)"
-    )
+    add_trace_layout_arguments(src)
     src.add_argument(
         "--peak-pods",
         type=float,
@@ -179,7 +190,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-def _load_trace(args: argparse.Namespace) -> Any:
+def load_trace_args(args: argparse.Namespace) -> Any:
+    """``--trace`` read as ``add_trace_layout_arguments``' options say (a ``RateTrace``, with per-window token
+    means when the token columns are given); ``ValueError`` for contradictory options."""
     import numpy as np
 
     from adapter.cli.series_input import load_csv, parse_duration
@@ -188,6 +201,8 @@ def _load_trace(args: argparse.Namespace) -> Any:
     if args.time_col is None and args.value_col is None:
         if args.time_unit or args.index_step:
             raise ValueError("--time-unit and --index-step need --value-col (a CSV in another layout)")
+        if args.prompt_tokens_col or args.output_tokens_col:
+            raise ValueError("token columns need --value-col and --count (rows count requests)")
         return load_trace(args.trace)
     if args.value_col is None:
         raise ValueError("--time-col needs --value-col")
@@ -266,9 +281,10 @@ def token_engine_chosen(args: argparse.Namespace) -> bool:
     return True
 
 
-def _token_engine(args: argparse.Namespace, trace: Any) -> Any:
+def token_engine(args: argparse.Namespace, trace: Any) -> Any:
     """The ``TokenEngine`` of ``--engine token`` (its mix: the trace's own mean mix when it has token columns,
-    else ``--mix``), None for ``--engine queue``; options of the other engine are refused, not ignored."""
+    else ``--mix``; ``trace`` may be None), None for ``--engine queue``; options of the other engine are refused,
+    not ignored."""
     from dataclasses import replace
 
     from adapter.sim.mix import DEFAULT_MIX, mix
@@ -281,7 +297,7 @@ def _token_engine(args: argparse.Namespace, trace: Any) -> Any:
             raise ValueError("token columns need --engine token")
         return None
     chosen = mix(args.mix or DEFAULT_MIX)
-    if trace.prompt_means is not None:
+    if trace is not None and trace.prompt_means is not None:
         if args.mix is not None:
             raise ValueError("--mix and token columns both give the mix: use one")
         from adapter.sim.trace import ScaledTrace
@@ -363,8 +379,8 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         substep_s=min(0.5, service),
         seed=args.seed,
     )
-    trace = _load_trace(args)
-    engine = _token_engine(args, trace)
+    trace = load_trace_args(args)
+    engine = token_engine(args, trace)
     capacity = args.pod_capacity
     if engine is not None:
         fleet = engine.fleet_config(

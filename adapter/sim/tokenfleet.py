@@ -11,7 +11,8 @@ saturation rate, the excess queues (up to ``max_queue``, the rest is dropped), a
 ahead of it on top of the saturated engine's TTFT. Per minute the ledger counts, per stated bound, the requests
 (TTFT, e2e) or output tokens (ITL) above the bound; ``over_slo`` holds the completions times the worst bound's
 share, so a minute violates the SLO when any bound is broken. The pods' e2e histograms (vLLM's buckets) and
-their running sequences feed the observer as ``FluidFleet``'s do.
+their running sequences feed the observer as ``FluidFleet``'s do. With ``families``, each pod also counts vLLM's
+other families, its preemptions among them (the operating point's preemptions per completed request).
 """
 
 from __future__ import annotations
@@ -158,8 +159,8 @@ class TokenFleet(FluidFleet):
     @staticmethod
     def _zero_families(pods: int) -> dict[str, _F64]:
         out = {name: np.zeros((pods, len(bounds) + 1)) for name, bounds in HISTOGRAM_BOUNDS.items()}
-        # per pod: the histograms' sums, then prompt tokens, generation tokens
-        out["sums"] = np.zeros((pods, len(HISTOGRAM_BOUNDS) + 2))
+        # per pod: the histograms' sums, then prompt tokens, generation tokens, preemptions
+        out["sums"] = np.zeros((pods, len(HISTOGRAM_BOUNDS) + 3))
         return out
 
     def set_replicas(self, n: int, now: float) -> None:
@@ -193,7 +194,7 @@ class TokenFleet(FluidFleet):
                     running=float(self._n[row]),
                     waiting=float(self.queue_depth[row]),
                     kv_cache_usage=float(usage[row]),
-                    preemptions=0.0,
+                    preemptions=float(sums[len(names) + 2]),
                     prompt_tokens=float(sums[len(names)]),
                     generation_tokens=float(sums[len(names) + 1]),
                     success=float(fam["vllm:e2e_request_latency_seconds"][row, -1]),
@@ -203,19 +204,25 @@ class TokenFleet(FluidFleet):
         return out
 
     def _count_families(self, idx: _I64, done: _F64, point: OperatingPoint, extra: _F64) -> None:
-        """Add completions to vLLM's per-pod histograms and token counters."""
+        """Add completions to vLLM's per-pod histograms, token counters and preemptions (the operating point's
+        evictions per served request)."""
         fam = self._families
         if fam is None:
             return
         mix = self._model.mix
         tokens = done * mix.output_mean
+        # The wait behind a backlog is spent WAITING: it adds to queue, TTFT and e2e, not to prefill or decode.
+        none = np.zeros_like(extra)
         draws = {
             "vllm:time_to_first_token_seconds": (point.ttft_s, extra, done),
-            "vllm:inter_token_latency_seconds": (point.itl_s, np.zeros_like(extra), tokens),
+            "vllm:inter_token_latency_seconds": (point.itl_s, none, tokens),
             "vllm:e2e_request_latency_seconds": (point.e2e_s, extra, done),
             "vllm:request_queue_time_seconds": (point.queue_s, extra, done),
+            "vllm:request_prefill_time_seconds": (point.prefill_s, none, done),
+            "vllm:request_decode_time_seconds": (point.decode_s, none, done),
         }
-        for k, (name, (samples, shift, weight)) in enumerate(draws.items()):
+        for k, name in enumerate(HISTOGRAM_BOUNDS):  # the order of the per-pod sums
+            samples, shift, weight = draws[name]
             if name not in self._counted:
                 continue
             bounds = _FAMILY_UPPER[name]
@@ -226,8 +233,9 @@ class TokenFleet(FluidFleet):
             fam[name][idx, :-1] += weight[:, None] * below
             fam[name][idx, -1] += weight
             fam["sums"][idx, k] += weight * (float(samples.mean()) + shift)
-        fam["sums"][idx, len(draws)] += done * mix.prompt_mean
-        fam["sums"][idx, len(draws) + 1] += tokens
+        fam["sums"][idx, len(HISTOGRAM_BOUNDS)] += done * mix.prompt_mean
+        fam["sums"][idx, len(HISTOGRAM_BOUNDS) + 1] += tokens
+        fam["sums"][idx, len(HISTOGRAM_BOUNDS) + 2] += done * point.preempted
 
     def set_mix(self, prompt_mean: float | None, output_mean: float | None) -> None:
         """The mix of the requests arriving from now on (None: the engine's default mix)."""

@@ -2,10 +2,13 @@
 
 ``render_vllm`` writes Prometheus text exposition for a set of engines: the latency histograms operators scale
 and alert on (``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``,
-``vllm:e2e_request_latency_seconds``, ``vllm:request_queue_time_seconds``), the token counters, the preemption
-counter, the running / waiting / KV-usage gauges and ``vllm:request_success_total`` by ``finished_reason``. Names,
-types, label names (``engine``, ``model_name``) and bucket bounds are those of a real vLLM V1 server
-(``tests/data/samples/vllm.prom``; ``tests/sim/test_vllm_families.py`` compares them). Pure.
+``vllm:e2e_request_latency_seconds``, ``vllm:request_queue_time_seconds``, ``vllm:request_prefill_time_seconds``,
+``vllm:request_decode_time_seconds``), the token counters, the preemption counter, the running / waiting /
+KV-usage gauges and ``vllm:request_success_total`` by ``finished_reason``. Names, types, label names (``engine``,
+``model_name``) and bucket bounds are those of a real vLLM V1 server (``tests/data/samples/vllm.prom``;
+``tests/sim/test_vllm_families.py`` compares them). The intervals are vLLM's (vllm/v1/metrics/stats.py): queue
+from arrival to first scheduled, prefill from first scheduled to first token, decode from first token to last;
+preemptions inside an interval count in it. Pure.
 
 ``EngineCounters`` is what one engine has accumulated; ``TokenFleet.engine_counters()`` gives one per pod.
 """
@@ -45,12 +48,16 @@ _HELP = {
     "vllm:inter_token_latency_seconds": "Histogram of inter-token latency in seconds.",
     "vllm:e2e_request_latency_seconds": "Histogram of e2e request latency in seconds.",
     "vllm:request_queue_time_seconds": "Histogram of time spent in WAITING phase for request.",
+    "vllm:request_prefill_time_seconds": "Histogram of time spent in PREFILL phase for request.",
+    "vllm:request_decode_time_seconds": "Histogram of time spent in DECODE phase for request.",
 }
 HISTOGRAM_BOUNDS: dict[str, tuple[float, ...]] = {
     "vllm:time_to_first_token_seconds": TTFT_BUCKETS,
     "vllm:inter_token_latency_seconds": ITL_BUCKETS,
     "vllm:e2e_request_latency_seconds": REQUEST_TIME_BUCKETS,
     "vllm:request_queue_time_seconds": REQUEST_TIME_BUCKETS,
+    "vllm:request_prefill_time_seconds": REQUEST_TIME_BUCKETS,
+    "vllm:request_decode_time_seconds": REQUEST_TIME_BUCKETS,
 }
 
 

@@ -127,3 +127,63 @@ def test_token_engine_errors_are_one_line(argv: list[str], needle: str, capsys: 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+CODE_TRACE = REPO / "adapter" / "data" / "traces" / "azure_llm_2023_code_1min.csv"
+CODE_LAYOUT = ["--time-col", "timestamp", "--value-col", "requests", "--count"]
+CODE_TOKENS = ["--prompt-tokens-col", "input_tokens_sum", "--output-tokens-col", "output_tokens_sum"]
+
+
+def test_a_traces_token_columns_set_the_mix_of_the_sweep(tmp_path: Path) -> None:
+    """``calibrate --simulate --trace`` reads the trace as ``simulate`` does; its token columns (the Azure 2023 code
+    service: ~2,049 prompt and ~28 output tokens per request) give the mix the engines are swept with, so the knee
+    found is that mix's, not the default chat mix's."""
+    import csv
+
+    from adapter.sim.mix import AZURE_CONVERSATION
+    from adapter.sim.profiles import LLAMA3_8B_H100
+    from adapter.sim.slo import parse_slo
+    from adapter.sim.tokenfleet import TokenEngine
+
+    with CODE_TRACE.open() as f:
+        rows = list(csv.DictReader(f))
+    requests = sum(float(r["requests"]) for r in rows)
+    prompt = sum(float(r["input_tokens_sum"]) for r in rows) / requests
+    output = sum(float(r["output_tokens_sum"]) for r in rows) / requests
+    out = tmp_path / "cal.json"
+    assert (
+        main(["calibrate", "--simulate", "--trace", str(CODE_TRACE), *CODE_LAYOUT, *CODE_TOKENS, "--json", str(out)])
+        == 0
+    )
+    report = json.loads(out.read_text())
+    seen = report["workload"]
+    assert seen["prompt_tokens_per_request"] == pytest.approx(prompt, rel=0.02)
+    assert seen["output_tokens_per_request"] == pytest.approx(output, rel=0.02)
+    slo = parse_slo("ttft=2s,itl=100ms")
+    own = TokenEngine(LLAMA3_8B_H100, AZURE_CONVERSATION.at(prompt, output), slo).knee()
+    assert report["knee_rps_per_pod"] == pytest.approx(own, rel=0.1)
+    chat = TokenEngine(LLAMA3_8B_H100, AZURE_CONVERSATION, slo).knee()
+    assert report["knee_rps_per_pod"] < 0.6 * chat
+    # The same trace without its token columns: the default mix, and its own (higher) knee.
+    assert main(["calibrate", "--simulate", "--trace", str(CODE_TRACE), *CODE_LAYOUT, "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["workload"]["prompt_tokens_per_request"] == pytest.approx(AZURE_CONVERSATION.prompt_mean, rel=0.02)
+    assert report["knee_rps_per_pod"] == pytest.approx(chat, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["calibrate", "--simulate", *CODE_LAYOUT], "need --trace"),
+        (["calibrate", "--simulate", "--trace", str(CODE_TRACE), "--time-col", "timestamp", "--value-col", "requests",
+          *CODE_TOKENS], "need --count"),
+        (["calibrate", "--simulate", "--trace", str(CODE_TRACE), *CODE_LAYOUT, *CODE_TOKENS, "--mix", "azure-code"],
+         "--mix and token columns"),
+        (["calibrate", "--simulate", "--engine", "queue", "--trace", str(CODE_TRACE), *CODE_LAYOUT, *CODE_TOKENS],
+         "token columns need --engine token"),
+    ],
+)  # fmt: skip
+def test_trace_layout_errors_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err

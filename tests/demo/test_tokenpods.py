@@ -13,7 +13,8 @@ from adapter.sim.fleet import PodPhase
 
 FAMILIES = (
     "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
-    "vllm:request_queue_time_seconds", "vllm:num_requests_running", "vllm:num_requests_waiting",
+    "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+    "vllm:num_requests_running", "vllm:num_requests_waiting",
     "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total", "vllm:prompt_tokens_total",
     "vllm:generation_tokens_total", "vllm:request_success_total",
 )  # fmt: skip
