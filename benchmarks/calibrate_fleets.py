@@ -187,24 +187,26 @@ def _report(
                 if run["policy"] in POLICIES:
                     print(f"| {c.profile} | {c.mix} | {label} | {run['policy']} | {run_cells(run)} |")
         print(f"| {c.profile} | {c.mix} | - | static peak | {static_cells(c.shipped)} |")
-    print("\ncalibrated vs shipped: violation minutes, GPU-hours")
+    print("\ncalibrated vs shipped:\n")
+    print("| profile | mix | " + " | ".join(f"{p}: violation minutes | {p}: GPU-hours" for p in POLICIES) + " |")
+    print("|---|---|" + "---:|---:|" * len(POLICIES))
     for c in done:
         if c.tuned is None:
-            print(f"- {c.profile} x {c.mix}: no calibrated catalog (no knee)")
+            print(f"| {c.profile} | {c.mix} | " + " | ".join("no knee" for _ in range(2 * len(POLICIES))) + " |")
             continue
         before = {r["policy"]: r for r in c.shipped["policies"]}
         after = {r["policy"]: r for r in c.tuned["policies"]}
         parts = [
-            f"{p} {int(before[p]['slo_violation_minutes']):,} -> {int(after[p]['slo_violation_minutes']):,} min, "
-            f"{100 * (float(after[p]['gpu_hours']) / float(before[p]['gpu_hours']) - 1) + 0.0:+.1f} % GPU-hours"
+            f"{int(before[p]['slo_violation_minutes']):,} -> {int(after[p]['slo_violation_minutes']):,} | "
+            f"{100 * (float(after[p]['gpu_hours']) / float(before[p]['gpu_hours']) - 1) + 0.0:+.1f} %"
             for p in POLICIES
         ]
-        print(f"- {c.profile} x {c.mix}: " + "; ".join(parts))
+        print(f"| {c.profile} | {c.mix} | " + " | ".join(parts) + " |")
     if frontiers:
         print(
             "\nthe present-knowledge frontier (clairvoyant, lead 0, targets "
             + ", ".join(f"{f:.2f}" for f in BOUND_FRACTIONS)
-            + " x knee) read at each policy's violation share:\n"
+            + " x knee)\nread at each policy's violation share:\n"
         )
         print("| profile | mix | catalog | policy | violation share | x oracle | frontier x oracle there | above it |")
         print("|---|---|---|---|---:|---:|---:|---:|")
