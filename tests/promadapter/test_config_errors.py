@@ -104,8 +104,58 @@ def test_unknown_top_level_key() -> None:
 
 
 def test_a_repeated_key_is_refused() -> None:
-    with pytest.raises(ConfigError, match="line 4: key 'metricsQuery' repeated"):
+    with pytest.raises(
+        ConfigError, match=r"rules\[0\] \(seriesQuery 'a'\): metricsQuery: given twice \(lines 3 and 4\)"
+    ):
         parse_config("rules:\n- seriesQuery: a\n  metricsQuery: x\n  metricsQuery: y\n")
+
+
+def test_a_repeated_key_with_an_empty_first_value_names_the_rule_and_field() -> None:
+    """A block commented out under its key leaves the key empty; yaml.v2 UnmarshalStrict still refuses the second
+    one ("line 8: field resources already set in type config.DiscoveryRule"): the error names rule and field."""
+    text = (
+        "rules:\n"
+        "- seriesQuery: '{a!=\"\"}'\n"
+        "  metricsQuery: x\n"
+        "- seriesQuery: '{namespace!=\"\"}'\n"
+        "  resources:\n"
+        "    # overrides:\n"
+        "    #   pod: {resource: pod}\n"
+        "  resources:\n"
+        "    template: <<.Resource>>\n"
+        "  metricsQuery: x\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(text)
+    assert str(info.value) == (
+        "prometheus-adapter config: 1 error:\n"
+        f"  rules[1] (seriesQuery {Q!r}): resources: given twice (lines 5 and 8);"
+        " prometheus-adapter (yaml.v2 UnmarshalStrict) refuses a repeated key"
+    )
+
+
+def test_repeated_keys_are_named_by_path_and_reported_with_the_other_errors() -> None:
+    text = (
+        "externalRules:\n"
+        "- seriesQuery: q\n"
+        "  resources:\n"
+        "    overrides:\n"
+        "      pod: {resource: pod}\n"
+        "      pod: {resource: pods}\n"
+        "  metricsQuery: x\n"
+        "- seriesQuery: r\n"
+        "rules: []\n"
+        "rules: []\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(text)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "prometheus-adapter config: 3 errors:"
+    assert lines[1].startswith(
+        "  externalRules[0] (seriesQuery 'q'): resources.overrides.pod: given twice (lines 5 and 6)"
+    )
+    assert lines[2].startswith("  prometheus-adapter config: rules: given twice (lines 9 and 10)")
+    assert lines[3].startswith("  externalRules[1] (seriesQuery 'r'): metricsQuery: missing")
 
 
 def test_not_yaml() -> None:
