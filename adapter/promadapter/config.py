@@ -215,6 +215,19 @@ def _template(source: str, fields: Mapping[str, Kind], where: str, path: str, er
         return None
 
 
+# `${.Resource}$`: the delimiters of a 2018 pre-release image (k8s-prometheus-adapter:advanced-config) that
+# conference demos published; every release since v0.2.1 parses with Delims("<<", ">>"), so it is plain text.
+_DOLLAR_ACTION = re.compile(r"\$\{\s*\.[A-Za-z]\w*\s*\}\$")
+
+
+def _dollar_delimiters(source: str) -> str:
+    """A hint when ``source`` writes ``${.Field}$`` actions, which prometheus-adapter reads as plain text."""
+    found = _DOLLAR_ACTION.search(source)
+    if found is None:
+        return ""
+    return f" ({found.group(0)!r} is plain text to prometheus-adapter: its templates write actions as <<.Field>>)"
+
+
 def _filters(raw: Any, where: str, errors: _Errors) -> list[SeriesFilter]:
     if raw is None:
         return []
@@ -248,7 +261,7 @@ def _resources(raw: Any, where: str, table: ResourceTable, errors: _Errors, warn
         try:
             template_regex(template)
         except TemplateError as exc:
-            errors.add(where, "resources.template", str(exc))
+            errors.add(where, "resources.template", f"{exc}{_dollar_delimiters(source)}")
             template = None
     overrides: dict[str, GroupResource] = {}
     raw_overrides = body.get("overrides")
@@ -332,6 +345,8 @@ def _rule(
         errors.add(where, "metricsQuery", "missing (every request for this rule's metrics would fail)")
     else:
         metrics_query = _template(query_source, QUERY_FIELDS, where, "metricsQuery", errors)
+        if metrics_query is not None and (hint := _dollar_delimiters(query_source)):
+            warnings.append(f"{where}: metricsQuery: sent to the backend as written{hint}")
 
     namespace_label = None
     if len(errors.items) == before:

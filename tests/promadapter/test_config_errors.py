@@ -194,3 +194,27 @@ def test_namespaced_false_on_a_custom_rule_is_accepted_with_a_warning() -> None:
         "rules[0] (seriesQuery '{namespace!=\"\"}'): resources.namespaced: false has no effect on a custom-metrics"
         " rule (external only)",
     )
+
+
+def test_dollar_delimiters_in_the_resource_template_are_refused_with_a_hint() -> None:
+    """``${.Resource}$`` (a 2018 pre-release image's delimiters) is plain text to every release since v0.2.1,
+    which parse with ``Delims("<<", ">>")``; upstream refuses the template too ("must include at least
+    `{{.Resource}}` in the label template", pkg/naming/lbl_res.go)."""
+    text = rule(resources="{template: '${.Resource}$'}")
+    with pytest.raises(ConfigError) as info:
+        parse_config(text)
+    message = str(info.value)
+    assert f"{WHERE.replace(chr(92), '')}: resources.template: must include at least `<<.Resource>>`" in message
+    assert "'${.Resource}$' is plain text to prometheus-adapter" in message
+
+
+def test_dollar_delimiters_in_the_metrics_query_load_with_a_warning() -> None:
+    """Upstream loads such a metricsQuery (text with no action) and sends it as written; it warns here."""
+    config = parse_config(rule(metricsQuery="'sum(${.Series}$)'"))
+    assert config.rules[0].metrics_query.source == "sum(${.Series}$)"
+    [warning] = [w for w in config.warnings if "metricsQuery" in w]
+    assert warning.startswith(
+        "rules[0] (seriesQuery '{namespace!=\"\"}'): metricsQuery: sent to the backend as written"
+    )
+    assert "'${.Series}$' is plain text" in warning
+    assert not [w for w in parse_config(rule()).warnings if "metricsQuery" in w]
