@@ -53,6 +53,8 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # The label an external rule's namespace matcher uses when its resources name none (docs/externalmetrics.md:
 # "the adapter will automatically add a `namespace` label").
 DEFAULT_NAMESPACE_LABEL = "namespace"
+# How errors name the file itself.
+_TOP = "prometheus-adapter config"
 
 
 @dataclass(frozen=True)
@@ -103,21 +105,69 @@ class AdapterConfig:
     warnings: tuple[str, ...]
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """yaml.v2 ``UnmarshalStrict`` refuses a key given twice in one mapping; PyYAML keeps the last silently."""
+def _key_path(path: tuple[str | int, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise ConfigError(f"prometheus-adapter config: line {key_node.start_mark.line + 1}: key {key!r} repeated")
-        seen.add(key)
-    return loader.construct_mapping(node)
+def _repeated_keys(root: yaml.Node) -> list[tuple[str, str]]:
+    """Every key given twice in one mapping, as (where, message), the rule named as ``_rule`` names it.
+
+    yaml.v2 ``UnmarshalStrict`` refuses them ("line N: field resources already set in type
+    config.DiscoveryRule"), even when the first value is empty; PyYAML keeps the last one silently.
+    """
+    found: list[tuple[str, str]] = []
+    seen: set[int] = set()
+
+    def walk(node: yaml.Node, where: str, path: tuple[str | int, ...]) -> None:
+        if id(node) in seen:  # an alias: its anchor was walked already
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, where, (*path, i))
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key_node, value in node.value:
+                key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
+                line = key_node.start_mark.line + 1
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    walk(value, where, path)
+                    continue
+                if key in first:
+                    found.append(
+                        (
+                            where,
+                            f"{_key_path((*path, key))}: given twice (lines {first[key]} and {line});"
+                            " prometheus-adapter (yaml.v2 UnmarshalStrict) refuses a repeated key",
+                        )
+                    )
+                else:
+                    first[key] = line
+                if (
+                    not path
+                    and where == _TOP
+                    and key in ("rules", "externalRules")
+                    and isinstance(value, yaml.SequenceNode)
+                ):
+                    for i, item in enumerate(value.value):
+                        walk(item, _rule_where(key, i, item), ())
+                else:
+                    walk(value, where, (*path, key))
+
+    walk(root, _TOP, ())
+    return found
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+def _rule_where(kind: str, index: int, node: yaml.Node) -> str:
+    """``rules[2] (seriesQuery '...')`` from the rule's node, as ``_rule`` words it (the last seriesQuery given,
+    the one the loaded document keeps)."""
+    where = f"{kind}[{index}]"
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value in node.value:
+            if key_node.value == "seriesQuery":
+                is_str = isinstance(value, yaml.ScalarNode) and value.tag.endswith(":str")
+                where = f"{kind}[{index}] (seriesQuery {value.value!r})" if is_str else f"{kind}[{index}]"
+    return where
 
 
 class _Errors:
@@ -165,6 +215,19 @@ def _template(source: str, fields: Mapping[str, Kind], where: str, path: str, er
         return None
 
 
+# `${.Resource}$`: the delimiters of a 2018 pre-release image (k8s-prometheus-adapter:advanced-config) that
+# conference demos published; every release since v0.2.1 parses with Delims("<<", ">>"), so it is plain text.
+_DOLLAR_ACTION = re.compile(r"\$\{\s*\.[A-Za-z]\w*\s*\}\$")
+
+
+def _dollar_delimiters(source: str) -> str:
+    """A hint when ``source`` writes ``${.Field}$`` actions, which prometheus-adapter reads as plain text."""
+    found = _DOLLAR_ACTION.search(source)
+    if found is None:
+        return ""
+    return f" ({found.group(0)!r} is plain text to prometheus-adapter: its templates write actions as <<.Field>>)"
+
+
 def _filters(raw: Any, where: str, errors: _Errors) -> list[SeriesFilter]:
     if raw is None:
         return []
@@ -198,7 +261,7 @@ def _resources(raw: Any, where: str, table: ResourceTable, errors: _Errors, warn
         try:
             template_regex(template)
         except TemplateError as exc:
-            errors.add(where, "resources.template", str(exc))
+            errors.add(where, "resources.template", f"{exc}{_dollar_delimiters(source)}")
             template = None
     overrides: dict[str, GroupResource] = {}
     raw_overrides = body.get("overrides")
@@ -282,6 +345,8 @@ def _rule(
         errors.add(where, "metricsQuery", "missing (every request for this rule's metrics would fail)")
     else:
         metrics_query = _template(query_source, QUERY_FIELDS, where, "metricsQuery", errors)
+        if metrics_query is not None and (hint := _dollar_delimiters(query_source)):
+            warnings.append(f"{where}: metricsQuery: sent to the backend as written{hint}")
 
     namespace_label = None
     if len(errors.items) == before:
@@ -319,12 +384,15 @@ def parse_config(text: str, table: ResourceTable = BUILTIN) -> AdapterConfig:
     ``table`` resolves resource names (the built-ins by default; a cluster's CRDs extend it).
     """
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"prometheus-adapter config: not YAML: {exc}") from None
     errors = _Errors()
+    for where, message in _repeated_keys(root) if root is not None else []:
+        errors.items.append(f"{where}: {message}")
     warnings: list[str] = []
-    top = _mapping(doc, "prometheus-adapter config", "", _TOP_KEYS, errors)
+    top = _mapping(doc, _TOP, "", _TOP_KEYS, errors)
     if "resourceRules" in top:
         warnings.append(
             "resourceRules: read and not served: this adapter serves custom.metrics.k8s.io and"

@@ -104,8 +104,58 @@ def test_unknown_top_level_key() -> None:
 
 
 def test_a_repeated_key_is_refused() -> None:
-    with pytest.raises(ConfigError, match="line 4: key 'metricsQuery' repeated"):
+    with pytest.raises(
+        ConfigError, match=r"rules\[0\] \(seriesQuery 'a'\): metricsQuery: given twice \(lines 3 and 4\)"
+    ):
         parse_config("rules:\n- seriesQuery: a\n  metricsQuery: x\n  metricsQuery: y\n")
+
+
+def test_a_repeated_key_with_an_empty_first_value_names_the_rule_and_field() -> None:
+    """A block commented out under its key leaves the key empty; yaml.v2 UnmarshalStrict still refuses the second
+    one ("line 8: field resources already set in type config.DiscoveryRule"): the error names rule and field."""
+    text = (
+        "rules:\n"
+        "- seriesQuery: '{a!=\"\"}'\n"
+        "  metricsQuery: x\n"
+        "- seriesQuery: '{namespace!=\"\"}'\n"
+        "  resources:\n"
+        "    # overrides:\n"
+        "    #   pod: {resource: pod}\n"
+        "  resources:\n"
+        "    template: <<.Resource>>\n"
+        "  metricsQuery: x\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(text)
+    assert str(info.value) == (
+        "prometheus-adapter config: 1 error:\n"
+        f"  rules[1] (seriesQuery {Q!r}): resources: given twice (lines 5 and 8);"
+        " prometheus-adapter (yaml.v2 UnmarshalStrict) refuses a repeated key"
+    )
+
+
+def test_repeated_keys_are_named_by_path_and_reported_with_the_other_errors() -> None:
+    text = (
+        "externalRules:\n"
+        "- seriesQuery: q\n"
+        "  resources:\n"
+        "    overrides:\n"
+        "      pod: {resource: pod}\n"
+        "      pod: {resource: pods}\n"
+        "  metricsQuery: x\n"
+        "- seriesQuery: r\n"
+        "rules: []\n"
+        "rules: []\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(text)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "prometheus-adapter config: 3 errors:"
+    assert lines[1].startswith(
+        "  externalRules[0] (seriesQuery 'q'): resources.overrides.pod: given twice (lines 5 and 6)"
+    )
+    assert lines[2].startswith("  prometheus-adapter config: rules: given twice (lines 9 and 10)")
+    assert lines[3].startswith("  externalRules[1] (seriesQuery 'r'): metricsQuery: missing")
 
 
 def test_not_yaml() -> None:
@@ -144,3 +194,27 @@ def test_namespaced_false_on_a_custom_rule_is_accepted_with_a_warning() -> None:
         "rules[0] (seriesQuery '{namespace!=\"\"}'): resources.namespaced: false has no effect on a custom-metrics"
         " rule (external only)",
     )
+
+
+def test_dollar_delimiters_in_the_resource_template_are_refused_with_a_hint() -> None:
+    """``${.Resource}$`` (a 2018 pre-release image's delimiters) is plain text to every release since v0.2.1,
+    which parse with ``Delims("<<", ">>")``; upstream refuses the template too ("must include at least
+    `{{.Resource}}` in the label template", pkg/naming/lbl_res.go)."""
+    text = rule(resources="{template: '${.Resource}$'}")
+    with pytest.raises(ConfigError) as info:
+        parse_config(text)
+    message = str(info.value)
+    assert f"{WHERE.replace(chr(92), '')}: resources.template: must include at least `<<.Resource>>`" in message
+    assert "'${.Resource}$' is plain text to prometheus-adapter" in message
+
+
+def test_dollar_delimiters_in_the_metrics_query_load_with_a_warning() -> None:
+    """Upstream loads such a metricsQuery (text with no action) and sends it as written; it warns here."""
+    config = parse_config(rule(metricsQuery="'sum(${.Series}$)'"))
+    assert config.rules[0].metrics_query.source == "sum(${.Series}$)"
+    [warning] = [w for w in config.warnings if "metricsQuery" in w]
+    assert warning.startswith(
+        "rules[0] (seriesQuery '{namespace!=\"\"}'): metricsQuery: sent to the backend as written"
+    )
+    assert "'${.Series}$' is plain text" in warning
+    assert not [w for w in parse_config(rule()).warnings if "metricsQuery" in w]
