@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from adapter.cli.series_input import CliError, parse_duration
-from adapter.cli.simulate import (
+from adapter.cli.fleet_options import (
     TRACE_LAYOUT_OPTIONS,
     add_queueing_arguments,
     add_trace_layout_arguments,
     load_trace_args,
     token_engine,
 )
+from adapter.cli.series_input import CliError, parse_duration
 from adapter.errors import AdapterError, ConfigError
 
 
