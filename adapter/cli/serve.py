@@ -6,9 +6,8 @@ import argparse
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from adapter.auth.setup import Security, SecurityOptions
-from adapter.auth.tls import TLSFiles
 from adapter.catalog import load_catalog
 from adapter.connection import DEFAULT_LIMITS, ServingLimits
 from adapter.errors import ConfigError
@@ -19,9 +18,12 @@ from adapter.promadapter.discovery import (
     RelistSettings,
     flag_seconds,
 )
-from adapter.provider.promadapter import RulesSetup
 from adapter.query.backend import add_backend_arguments, backend_settings
 from adapter.settings import Settings
+
+if TYPE_CHECKING:  # imported where used: the Kubernetes client costs every command line ~0.3 s to import
+    from adapter.auth.setup import Security
+    from adapter.provider.promadapter import RulesSetup
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +180,7 @@ def rules_setup(path: str | None, relist_interval: str, max_age: str) -> RulesSe
     if path is None:
         return None
     from adapter.promadapter.config import parse_config
+    from adapter.provider.promadapter import RulesSetup
 
     try:
         text = Path(path).read_text()
@@ -204,6 +207,9 @@ def _csv(text: str) -> tuple[str, ...]:
 
 
 def security_from(args: argparse.Namespace) -> Security:
+    from adapter.auth.setup import Security, SecurityOptions
+    from adapter.auth.tls import TLSFiles
+
     if not (args.tls_cert_file and args.tls_private_key_file):
         raise ConfigError(
             "HTTPS needs --tls-cert-file and --tls-private-key-file (make them with "
