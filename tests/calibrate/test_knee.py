@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -291,3 +292,34 @@ def test_a_term_that_grows_faster_than_the_load_gets_the_elasticity_that_makes_a
         elastic, proportional = bought(composite(True), b), bought(composite(False), b)
         assert elastic == pytest.approx(b, rel=0.2) and proportional < 0.9 * b
         assert 1.5 * abs(math.log(elastic / b)) < abs(math.log(proportional / b))
+
+
+def test_the_proposed_entry_carries_the_fitted_elasticities_and_parses_as_a_catalog() -> None:
+    import yaml
+
+    from adapter.calibrate.knee import Calibration
+    from adapter.calibrate.report import catalog_snippet
+    from adapter.catalog import parse_catalog
+
+    bins = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=100.0,
+            inference_queue_depth=0.0,
+            inference_latency_p99_seconds=0.02 + 2e-6 * x**3,
+        )
+        for x in range(2, 42, 2)
+    ]
+    props, composite = propose_terms(bins, TERMS, safe=30.0)
+    cal = Calibration(
+        slo_s=1.0, slo_quantile=0.99, knee_rps=36.0, max_load_rps=40.0, growth=0.0, band=1.17, safe_rps=30.0,
+        bins=tuple(bins), terms=tuple(props), composite_at_safe=composite,
+    )  # fmt: skip
+    snippet = yaml.safe_load(catalog_snippet(cal, composite="llm_composite_load"))
+    doc = yaml.safe_load(resources.files("adapter").joinpath("catalog.yaml").read_text(encoding="utf-8"))
+    doc["composites"] = snippet["composites"]
+    parsed = parse_catalog(doc).composites["llm_composite_load"]
+    fitted = next(p.elasticity for p in props if p.metric == "inference_latency_p99_seconds")
+    assert parsed.elasticities == {"inference_latency_p99_seconds": fitted} and fitted != 1.0
+    assert parsed.flat_metrics == {"gpu_utilization_p90"}  # the flat term gets no elasticity (the catalog refuses one)
