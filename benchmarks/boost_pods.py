@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
     head = " | ".join(f"b = {b:g}" for b in BOOSTS)
     print(f"| profile | elasticities | L1 (x knee) | {head} |")
     print("|---|---|---:|" + "---:|" * len(BOOSTS))
-    fitted_notes = []
+    fitted: list[str] = []
     for profile in args.profile or sorted(PROFILES):
         knee, rows = sweep(profile, composite)
         variants = [("as in the catalog", composite)]
@@ -127,15 +127,14 @@ def _run(args: argparse.Namespace, command: str) -> int:
             print(f"| {profile} | {label} | {l1:.3g} ({l1 / knee:.2f}) | {cells} |")
         l1, _ = bought(composite, rows)
         bins = [LoadBin(load, 1, 0.0, 0.0, reading) for load, reading in rows]
-        fits = []
         for t in composite.terms:
-            if not t.flat:
-                e = fit_elasticity(bins, t.metric, t.idle, l1)
-                fits.append(f"{t.metric} {'not fitted' if e is None else f'{e:g}'}")
-        fitted_notes.append(f"{profile}: elasticity fitted at L1 (catalog idles): {', '.join(fits)}")
+            e = None if t.flat else fit_elasticity(bins, t.metric, t.idle, l1)
+            if e is not None:  # flat terms, and alarms reading their idle below L1, get none
+                fitted.append(f"| {profile} | {t.metric} | {e:g} |")
     print()
-    for note in fitted_notes:
-        print(note + "  ")
+    print("| profile | term | elasticity calibrate fits at L1 (the catalog's idle) |")
+    print("|---|---|---:|")
+    print("\n".join(fitted))
     return 0
 
 
