@@ -254,25 +254,31 @@ def fuse(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]
     return out
 
 
-def at_load(cv: CompositeValue, flat: Collection[str], boost: float) -> float:
+def at_load(
+    cv: CompositeValue, flat: Collection[str], boost: float, elasticity: Mapping[str, float] | None = None
+) -> float:
     """The pod's composite at ``boost`` times its load: what the boosted composite serves.
 
-    A term that tracks load reads ``boost`` times its value. A ``flat`` term (a presence term, e.g. GPU
+    A term that tracks load reads ``boost ** e`` times its value, ``e`` its ``elasticity`` (``Term.elasticity``,
+    by metric; 1 when absent: in proportion to the load). A ``flat`` term (a presence term, e.g. GPU
     utilization pinned near 100 % on any busy pod: ``Term.flat``) rises with the load only up to its target
     and never falls below what it reads: a saturated one stays as it is, one that still tracks load on this
-    fleet (a GPU below its busy level) rises like the others until it saturates. So a boost b buys b times the
-    pods whether or not the catalog's flat marking fits the fleet (multiplying the whole composite bought
-    ``(1 - f) b / (1 - f b)`` times the pods with a saturated flat share f). Never below ``cv.value``; a
-    boost that is not a finite number >= 1 changes nothing.
+    fleet (a GPU below its busy level) rises like a proportional term until it saturates. The HPA settles where
+    the served value is 1, so a term read at ``b`` times the load buys ``b`` times the pods when it does grow
+    as its elasticity says (multiplying the whole composite bought ``(1 - f) b / (1 - f b)`` times the pods
+    with a saturated flat share f; multiplying a term that grows as ``load ** e`` by ``b`` buys ``b ** (1/e)``
+    times the pods). Never below ``cv.value``; a boost that is not a finite number >= 1 changes nothing.
     """
     if not math.isfinite(boost) or boost <= 1.0:
         return cv.value
+    elasticity = elasticity or {}
     total = 0.0
     for t in cv.terms:
         if t.metric in flat:
             total += t.weight * max(t.normalized, min(boost * t.normalized, 1.0))
         else:
-            total += t.weight * boost * t.normalized
+            e = elasticity.get(t.metric, 1.0)
+            total += t.weight * (boost if e == 1.0 else boost**e) * t.normalized
     return max(total, cv.value)
 
 

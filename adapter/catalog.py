@@ -88,6 +88,10 @@ class MetricDef:
 
 
 WhenMissing = Literal["omit_pod", "idle"]
+# A term's elasticity (``Term.elasticity``): 4 is a term that grows 16 times when the load doubles, 0.25 one that
+# grows by a fifth. Beyond them a term is a threshold, not a load signal, and the boost would not know its load.
+MIN_ELASTICITY = 0.25
+MAX_ELASTICITY = 4.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class Term:
     term, no request finished in the window means no latency load).
     ``flat`` marks a presence term: it reads its target at any busy load (``calibrate`` finds GPU utilization
     pinned near 100 % below the knee), so it says "busy", not "how busy"; the boost raises it only up to its target.
+    ``elasticity`` is how the term's reading grows with the pod's load: a term reading ``x`` at load ``L`` reads
+    ``x b^elasticity`` at ``b L`` (1: in proportion to the load). The boosted composite uses it to read the term
+    at the boosted load (``adapter.aggregate.at_load``); ``calibrate`` measures it. Not for a ``flat`` term.
     """
 
     metric: str
@@ -109,6 +116,7 @@ class Term:
     idle: float = 0.0
     when_missing: WhenMissing = "omit_pod"
     flat: bool = False
+    elasticity: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,11 @@ class CompositeDef:
         """The metrics of the ``flat`` terms (``adapter.aggregate.at_load`` raises them only up to their target).
         Cached: every boosted value on the request path reads it."""
         return frozenset(t.metric for t in self.terms if t.flat)
+
+    @functools.cached_property
+    def elasticities(self) -> dict[str, float]:
+        """Each term's ``elasticity`` other than 1, by metric (``adapter.aggregate.at_load``). Cached as above."""
+        return {t.metric: t.elasticity for t in self.terms if t.elasticity != 1.0}
 
     @property
     def flat_share(self) -> float:
@@ -308,7 +321,7 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
         t = _mapping(raw_term, tw)
         metric = _str(t, "metric", tw)
         _require(metric in metrics, f"{tw}.metric", f"{metric!r} is not a metric of this catalog")
-        unknown_t = set(t) - {"metric", "weight", "target", "idle", "when_missing", "flat"}
+        unknown_t = set(t) - {"metric", "weight", "target", "idle", "when_missing", "flat", "elasticity"}
         _require(not unknown_t, tw, f"unknown keys {sorted(unknown_t)}")
         weight, target = _number(t, "weight", tw), _number(t, "target", tw)
         idle = _number(t, "idle", tw) if "idle" in t else 0.0
@@ -323,8 +336,27 @@ def _parse_composite(name: str, raw: Any, metrics: dict[str, MetricDef]) -> Comp
         )
         flat = t.get("flat", False)
         _require(isinstance(flat, bool), f"{tw}.flat", f"must be true or false, got {flat!r}")
+        elasticity = _number(t, "elasticity", tw) if "elasticity" in t else 1.0
+        _require(
+            MIN_ELASTICITY <= elasticity <= MAX_ELASTICITY,
+            f"{tw}.elasticity",
+            f"must be between {MIN_ELASTICITY:g} and {MAX_ELASTICITY:g} (1: the term grows in proportion to the load)",
+        )
+        _require(
+            not (flat and "elasticity" in t),
+            f"{tw}.elasticity",
+            "a flat term rises only up to its target under the boost: it takes no elasticity",
+        )
         terms.append(
-            Term(metric=metric, weight=weight, target=target, idle=idle, when_missing=when_missing, flat=flat)  # type: ignore[arg-type]
+            Term(
+                metric=metric,
+                weight=weight,
+                target=target,
+                idle=idle,
+                when_missing=cast(WhenMissing, when_missing),
+                flat=flat,
+                elasticity=elasticity,
+            )
         )
     objects = _str(entry, "objects", where, "mean")
     _require(

@@ -56,12 +56,15 @@ class Calibrated:
 
 
 def terms_text(terms: list[dict[str, Any]]) -> str:
-    """``GPU 27.3 (idle 4), queue 8, ITL P99 0.0596 (idle 0)``: each term's target and idle, ``flat`` marked."""
+    """``GPU 27.3 (idle 4), queue 8, ITL P99 0.0596 (idle 0) e 1.7``: each term's target and idle, ``flat`` marked,
+    its elasticity when not 1."""
     out = []
     for t in terms:
         idle = f" (idle {float(t['idle']):.3g})" if t.get("idle") not in (None, 0, 0.0) else ""
         flat = " flat" if t.get("flat") else ""
-        out.append(f"{SHORT.get(t['metric'], t['metric'])} {float(t['target']):.3g}{idle}{flat}")
+        e = float(t.get("elasticity", 1.0))
+        grows = f" e {e:g}" if e != 1.0 else ""
+        out.append(f"{SHORT.get(t['metric'], t['metric'])} {float(t['target']):.3g}{idle}{flat}{grows}")
     return ", ".join(out)
 
 

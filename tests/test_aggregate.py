@@ -131,6 +131,22 @@ def test_at_load_boosts_the_terms_that_track_load_and_a_flat_one_only_up_to_its_
     assert at_load(_pod(0.0, 0.0), flat, 2.0) == 0.0
 
 
+def test_at_load_reads_a_term_at_the_boosted_load_by_its_elasticity() -> None:
+    """A term reading x with elasticity e reads x b^e at b times the load; the flat term keeps its own rule."""
+    flat = frozenset({"gpu_utilization_p90"})
+    steep = {"inference_latency_p99_seconds": 2.0}
+    assert at_load(_pod(1.0, 1.5), flat, 1.5, steep) == math.fsum([0.4, 0.3 * 1.5 * 1.5**2])
+    gentle = {"inference_latency_p99_seconds": 0.5}
+    assert at_load(_pod(0.5, 1.5), flat, 1.5, gentle) == math.fsum([0.4 * 0.75, 0.3 * 1.5 * 1.5**0.5])
+    # Elasticity 1 (or none given) is the proportional rule; a boost of 1 changes nothing whatever the elasticity.
+    assert at_load(_pod(1.0, 1.5), flat, 1.5, {"inference_latency_p99_seconds": 1.0}) == at_load(
+        _pod(1.0, 1.5), flat, 1.5
+    )
+    assert at_load(_pod(1.0, 1.5), flat, 1.0, steep) == _pod(1.0, 1.5).value
+    # Never below the composite as read, even for a term that barely grows.
+    assert at_load(_pod(1.0, 1.5), flat, 1.2, {"inference_latency_p99_seconds": 0.25}) > _pod(1.0, 1.5).value
+
+
 def test_combine() -> None:
     assert combine([1, 2, 3], "mean") == 2 and combine([1, 2, 3], "sum") == 6 and combine([1, 5], "max") == 5
 

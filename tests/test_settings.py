@@ -88,6 +88,29 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
             ],
             "every term is flat",
         ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "elasticity": "steep"}],
+            "terms[0].elasticity",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "elasticity": 0.1}],
+            "between 0.25 and 4",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [{"metric": "inference_queue_depth", "weight": 1, "target": 1, "elasticity": 5}],
+            "terms[0].elasticity",
+        ),
+        (
+            ["composites", "llm_composite_load", "terms"],
+            [
+                {"metric": "gpu_utilization_p90", "weight": 1, "target": 90, "flat": True, "elasticity": 1},
+                {"metric": "inference_queue_depth", "weight": 1, "target": 1},
+            ],
+            "a flat term rises only up to its target",
+        ),
         (["layouts"], [{"pod": "bad-label", "namespace": "namespace"}], "layouts[0]"),
         (["cache_ttl_seconds"], -1, "cache_ttl_seconds"),
         (
@@ -112,6 +135,20 @@ def test_bad_entries_are_named(path: list[str], value: object, needle: str) -> N
     with pytest.raises(ConfigError) as err:
         parse_catalog(broken(path, value))
     assert needle in str(err.value)
+
+
+def test_a_term_s_elasticity_defaults_to_proportional_and_is_read_when_given() -> None:
+    """A catalog without ``elasticity`` keeps the proportional rule (1); one that gives it has it per term."""
+    comp = load_catalog(None).composites["llm_composite_load"]
+    assert [t.elasticity for t in comp.terms] == [1.0, 1.0, 1.0] and comp.elasticities == {}
+    terms = [
+        {"metric": "gpu_utilization_p90", "weight": 0.4, "target": 100, "flat": True},
+        {"metric": "inference_queue_depth", "weight": 0.3, "target": 8},
+        {"metric": "inference_itl_p99_seconds", "weight": 0.3, "target": 0.06, "elasticity": 1.7},
+    ]
+    comp = parse_catalog(broken(["composites", "llm_composite_load", "terms"], terms)).composites["llm_composite_load"]
+    assert [t.elasticity for t in comp.terms] == [1.0, 1.0, 1.7]
+    assert comp.elasticities == {"inference_itl_p99_seconds": 1.7}
 
 
 def test_unreadable_and_invalid_files(tmp_path) -> None:

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from adapter.catalog import Term
-from adapter.forecast.boost import rise_quantile
+from adapter.catalog import MAX_ELASTICITY, MIN_ELASTICITY, Term
+from adapter.forecast.boost import DEFAULT_MAX_BOOST, rise_quantile
 
 F64 = npt.NDArray[np.float64]
 
@@ -50,6 +50,9 @@ MIN_BIN_REQUESTS = 500.0
 # a latency's slope grows with the batch).
 MIN_RISE = 0.02
 SATURATION_RATIO = 0.5
+# Boosts at which a term's elasticity is fitted (evenly from 1.1 to the forecast's max_boost); at least half of
+# them must fall within the measured bins.
+ELASTICITY_POINTS = 10
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ class TermProposal:
     note: str
     flat: bool = False  # a presence term (reads its target at any busy load): the catalog's ``flat: true``
     when_missing: str = "omit_pod"  # the catalog term's, carried into the proposed snippet
+    elasticity: float = 1.0  # how the term grows with the load below the safe point (``elasticity``)
 
 
 @dataclass(frozen=True)
@@ -260,7 +264,35 @@ def _measured(bins: Sequence[LoadBin], metric: str, load: float) -> float | None
     return float(np.interp(load, [p[0] for p in pts], [p[1] for p in pts]))
 
 
-def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -> tuple[list[TermProposal], float]:
+def fit_elasticity(
+    bins: Sequence[LoadBin], metric: str, idle: float, safe: float, max_boost: float = DEFAULT_MAX_BOOST
+) -> float | None:
+    """The ``elasticity`` e of a term (``Term.elasticity``) that best reads the term at ``b`` times the load from
+    its reading at ``safe / b``, for the boosts b from 1.1 to ``max_boost``: the least-squares slope through 0
+    of ``ln(n(safe) / n(safe / b))`` on ``ln b``, ``n`` the term's measured value above ``idle`` (bin medians,
+    interpolated). So the boosted composite at ``safe / b`` reads what the composite reads at ``safe``: the HPA
+    holding it at 1 runs ``b`` times the pods. Rounded to 0.01 and kept within the catalog's bounds; None when
+    the bins do not cover the range or the term reads its idle there."""
+    top = _measured(bins, metric, safe)
+    if top is None or top <= idle or max_boost <= 1.1:
+        return None
+    xs, ys = [], []
+    for b in np.linspace(1.1, max_boost, ELASTICITY_POINTS):
+        low = _measured(bins, metric, safe / b)
+        if low is None or low <= idle:
+            continue
+        xs.append(math.log(b))
+        ys.append(math.log((top - idle) / (low - idle)))
+    if len(xs) < ELASTICITY_POINTS // 2:
+        return None
+    x, y = np.asarray(xs), np.asarray(ys)
+    e = float(x @ y / (x @ x))
+    return round(min(max(e, MIN_ELASTICITY), MAX_ELASTICITY), 2)
+
+
+def propose_terms(
+    bins: Sequence[LoadBin], terms: Sequence[Term], safe: float, max_boost: float = DEFAULT_MAX_BOOST
+) -> tuple[list[TermProposal], float]:
     """Per-term (idle, target) for the safe point, and the composite's reading there (1.0 unless no term
     tracks load). See the module docstring for the rule.
 
@@ -323,9 +355,12 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
     out = []
     composite = fixed_sum
     for t, idle, at_safe, tracks, flat, note in rough:
+        elasticity = 1.0
         if tracks and scale > 0:
             target = idle + (at_safe - idle) / scale
             composite += (t.weight / total_w) * scale
+            fitted_e = fit_elasticity(bins, t.metric, idle, safe, max_boost)
+            elasticity = fitted_e if fitted_e is not None else 1.0
         else:
             target = at_safe if flat else t.target
         out.append(
@@ -339,6 +374,7 @@ def propose_terms(bins: Sequence[LoadBin], terms: Sequence[Term], safe: float) -
                 note=note,
                 flat=flat,
                 when_missing=t.when_missing,
+                elasticity=elasticity,
             )
         )
     return out, composite
@@ -356,8 +392,10 @@ def calibrate(
     bins: int = DEFAULT_BINS,
     min_requests: float = MIN_BIN_REQUESTS,
     slo_label: str | None = None,
+    max_boost: float = DEFAULT_MAX_BOOST,
 ) -> Calibration:
-    """Knee, safe point and proposed targets from ``history`` (see the module docstring)."""
+    """Knee, safe point and proposed targets from ``history`` (see the module docstring); each tracking term's
+    elasticity for boosts up to ``max_boost`` (``fit_elasticity``)."""
     table = load_bins(history, bins=bins)
     warnings: list[str] = []
     max_load = max((b.load for b in table), default=0.0)
@@ -388,12 +426,12 @@ def calibrate(
         )
     # First pass with the plain tolerance tells how much of the composite is flat; the band stretches by it.
     safe0 = knee / ((1.0 + growth) * (1.0 + tolerance))
-    props, _ = propose_terms(table, terms, safe0)
+    props, _ = propose_terms(table, terms, safe0, max_boost)
     total_w = sum(t.weight for t in terms)
     flat = sum(p.weight / total_w for p in props if p.flat)
     band = 1.0 + tolerance / max(1.0 - flat, 0.25)
     safe = knee / ((1.0 + growth) * band)
-    props, composite = propose_terms(table, terms, safe)
+    props, composite = propose_terms(table, terms, safe, max_boost)
     if not any(p.tracks_load for p in props):
         warnings.append(
             "no term tracks load below the knee: the composite cannot read 1.0 at the safe point; "

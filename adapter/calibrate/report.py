@@ -38,6 +38,7 @@ def to_dict(cal: Calibration, *, composite: str, workload: Workload | None = Non
                 "target": p.target,
                 "tracks_load": p.tracks_load,
                 "flat": p.flat,
+                "elasticity": p.elasticity,
                 "value_at_safe": _num(p.value_at_safe),
                 "note": p.note,
             }
@@ -67,6 +68,7 @@ def catalog_snippet(cal: Calibration, *, composite: str) -> str:
     for p in cal.terms:
         extra = ", when_missing: idle" if p.when_missing == "idle" else ""
         extra += ", flat: true" if p.metric in cal.marked_flat else ""
+        extra += f", elasticity: {p.elasticity:g}" if p.elasticity != 1.0 and p.metric not in cal.marked_flat else ""
         lines.append(
             f"      - {{metric: {p.metric}, weight: {p.weight:g}, target: {p.target:.4g}, idle: {p.idle:.4g}{extra}}}"
         )
@@ -87,7 +89,8 @@ def summary(cal: Calibration, *, composite: str, workload: Workload | None = Non
         )
         out.append(f"{composite} at the safe point with the proposed targets: {cal.composite_at_safe:.3g}")
         for p in cal.terms:
-            out.append(f"  {p.metric}: idle {p.idle:.4g}, target {p.target:.4g} ({p.note})")
+            grows = f", elasticity {p.elasticity:g}" if p.tracks_load else ""
+            out.append(f"  {p.metric}: idle {p.idle:.4g}, target {p.target:.4g}{grows} ({p.note})")
     if workload is not None:
         out.extend(workload.lines())
     out.extend(f"warning: {w}" for w in cal.warnings)

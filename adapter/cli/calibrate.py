@@ -231,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
     from adapter.calibrate.report import catalog_snippet, summary, to_dict, write_plot
     from adapter.calibrate.workload import observed_workload
     from adapter.catalog import load_catalog
+    from adapter.forecast.boost import DEFAULT_MAX_BOOST
 
     try:
         catalog = load_catalog(args.catalog)
@@ -257,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
             cold_start_s=parse_duration(args.cold_start),
             growth_quantile=args.growth_quantile,
             tolerance=args.tolerance,
+            max_boost=catalog.forecast.max_boost if catalog.forecast is not None else DEFAULT_MAX_BOOST,
         )
     except (CliError, ConfigError, AdapterError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

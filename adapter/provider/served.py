@@ -29,6 +29,8 @@ class Served:
     names: tuple[str, ...] = ()  # the catalog metrics a read queries (itself, or the composite's terms)
     terms: tuple[Term, ...] = ()  # a composite's terms (the base's for the boosted composite)
     flat: frozenset[str] = frozenset()  # the boosted composite's flat terms (``aggregate.at_load``)
+    # Its terms' elasticities other than 1 (``aggregate.at_load``), as (metric, elasticity) pairs.
+    elasticity: tuple[tuple[str, float], ...] = ()
 
 
 def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
@@ -46,7 +48,18 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
         windows = [w for t in cdef.terms if (w := catalog.metrics[t.metric].window_seconds) is not None]
         names = tuple(dict.fromkeys(t.metric for t in cdef.terms))
         window = max(windows) if windows else None
-        out[name] = Served(name, "composite", every, name, window, cdef.objects, names, cdef.terms, cdef.flat_metrics)
+        out[name] = Served(
+            name,
+            "composite",
+            every,
+            name,
+            window,
+            cdef.objects,
+            names,
+            cdef.terms,
+            cdef.flat_metrics,
+            tuple(sorted(cdef.elasticities.items())),
+        )
     if catalog.forecast is not None and forecasting:
         base = out[catalog.forecast.base]
         boosted = catalog.forecast.boosted
@@ -60,6 +73,7 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
             base.names,
             base.terms,
             base.flat,
+            base.elasticity,
         )
         out[FORECAST_METRIC] = Served(FORECAST_METRIC, "forecast", (DEPLOYMENTS,), "", None, "max")
         out[BOOST_METRIC] = Served(BOOST_METRIC, "boost", (DEPLOYMENTS,), "", None, "max")

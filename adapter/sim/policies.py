@@ -361,7 +361,7 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
         # The server's one rule (provider ``_at_load`` -> ``aggregate.at_load``); 1 changes nothing.
         if boost == 1.0:
             return {pod: cv.value for pod, cv in fused.items()}
-        return {pod: at_load(cv, base.flat_metrics, boost) for pod, cv in fused.items()}
+        return {pod: at_load(cv, base.flat_metrics, boost, base.elasticities) for pod, cv in fused.items()}
     composite = catalog.composites.get(metric)
     if composite is not None:
         return {pod: cv.value for pod, cv in _fused(composite, view, catalog).items()}

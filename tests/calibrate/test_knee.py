@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -245,3 +246,80 @@ def test_a_history_without_token_counters_or_kv_reports_none_of_them() -> None:
     seen = observed_workload(history, calibrate(history, TERMS, slo_s=0.8))
     assert (seen.prompt_mean, seen.output_mean, seen.kv_at_knee, seen.kv_max) == (None, None, None, None)
     assert seen.lines() == []
+
+
+def test_a_term_that_grows_faster_than_the_load_gets_the_elasticity_that_makes_a_boost_buy_b_times_the_pods() -> None:
+    """A latency that curves upwards towards the knee (a floor, then ~ load^3): multiplying its term by b buys
+    far fewer than b times the pods (1.47 at b = 2); read at b times the load by the elasticity calibrate fits
+    (one power law for boosts 1.1 to 2, so not exact on this curve), it buys within 20 % of b, and at least 1.5
+    times closer to b (in ratio) than the proportional rule."""
+
+    def latency(x: float) -> float:
+        return 0.02 + 2e-6 * x**3
+
+    bins = [
+        lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0, inference_latency_p99_seconds=latency(x))
+        for x in range(2, 42, 2)
+    ]
+    props, composite_at_safe = propose_terms(bins, TERMS, safe=30.0)
+    latency_term = next(p for p in props if p.metric == "inference_latency_p99_seconds")
+    assert latency_term.tracks_load and latency_term.elasticity > 1.5 and composite_at_safe == pytest.approx(1.0)
+    assert all(p.elasticity == 1.0 for p in props if not p.tracks_load)  # flat and alarm terms: not fitted
+
+    def composite(elastic: bool) -> CompositeDef:
+        terms = tuple(
+            Term(p.metric, p.weight, p.target, p.idle, "idle", flat=p.flat, elasticity=p.elasticity if elastic else 1)
+            for p in props
+        )
+        return CompositeDef("c", "", terms, "mean")
+
+    def composite_at(c: CompositeDef, load: float) -> CompositeValue:
+        comps = {
+            "gpu_utilization_p90": {"p": PodValue(100.0, 0, 1)},
+            "inference_queue_depth": {"p": PodValue(0, 0, 1)},
+            "inference_latency_p99_seconds": {"p": PodValue(latency(load), 0, 1)},
+        }
+        return fuse(c.terms, comps)["p"]
+
+    def bought(c: CompositeDef, b: float) -> float:
+        lo, hi = 1.0, 40.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if at_load(composite_at(c, mid), c.flat_metrics, b, c.elasticities) < 1.0 else (lo, mid)
+        return 30.0 / ((lo + hi) / 2)
+
+    for b in (1.25, 1.5, 2.0):
+        elastic, proportional = bought(composite(True), b), bought(composite(False), b)
+        assert elastic == pytest.approx(b, rel=0.2) and proportional < 0.9 * b
+        assert 1.5 * abs(math.log(elastic / b)) < abs(math.log(proportional / b))
+
+
+def test_the_proposed_entry_carries_the_fitted_elasticities_and_parses_as_a_catalog() -> None:
+    import yaml
+
+    from adapter.calibrate.knee import Calibration
+    from adapter.calibrate.report import catalog_snippet
+    from adapter.catalog import parse_catalog
+
+    bins = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=100.0,
+            inference_queue_depth=0.0,
+            inference_latency_p99_seconds=0.02 + 2e-6 * x**3,
+        )
+        for x in range(2, 42, 2)
+    ]
+    props, composite = propose_terms(bins, TERMS, safe=30.0)
+    cal = Calibration(
+        slo_s=1.0, slo_quantile=0.99, knee_rps=36.0, max_load_rps=40.0, growth=0.0, band=1.17, safe_rps=30.0,
+        bins=tuple(bins), terms=tuple(props), composite_at_safe=composite,
+    )  # fmt: skip
+    snippet = yaml.safe_load(catalog_snippet(cal, composite="llm_composite_load"))
+    doc = yaml.safe_load(resources.files("adapter").joinpath("catalog.yaml").read_text(encoding="utf-8"))
+    doc["composites"] = snippet["composites"]
+    parsed = parse_catalog(doc).composites["llm_composite_load"]
+    fitted = next(p.elasticity for p in props if p.metric == "inference_latency_p99_seconds")
+    assert parsed.elasticities == {"inference_latency_p99_seconds": fitted} and fitted != 1.0
+    assert parsed.flat_metrics == {"gpu_utilization_p90"}  # the flat term gets no elasticity (the catalog refuses one)

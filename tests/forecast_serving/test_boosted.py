@@ -59,9 +59,16 @@ def history(namespace: str, now: float, hours: float) -> list[Series]:
     return out
 
 
-def catalog_with(model: str):
+def catalog_with(model: str, itl_elasticity: float = 1.0):
+    """The embedded catalog with forecast model ``model`` and the ITL term's elasticity set to ``itl_elasticity``."""
     cat = load_catalog(None)
-    return dataclasses.replace(cat, forecast=dataclasses.replace(cat.forecast, model=model))
+    base = cat.composites["llm_composite_load"]
+    terms = tuple(
+        dataclasses.replace(t, elasticity=itl_elasticity) if t.metric == "inference_itl_p99_seconds" else t
+        for t in base.terms
+    )
+    composites = {**cat.composites, base.name: dataclasses.replace(base, terms=terms)}
+    return dataclasses.replace(cat, forecast=dataclasses.replace(cat.forecast, model=model), composites=composites)
 
 
 def independent_boost(backend: TestBackend, ns: str, now: float, model: str) -> float:
@@ -80,16 +87,17 @@ def independent_boost(backend: TestBackend, ns: str, now: float, model: str) -> 
     return boost_factor(float(finite[-1]), fitted.forecast(spec.horizon_steps), spec.max_boost, rise=rise)[0]
 
 
-def at_load(pod: PodSpec, boost: float) -> float:
-    """The pod's composite at ``boost`` times its load, from its own data and the catalog: each term that tracks
-    load times the boost, the flat GPU term up to its target and never below what it reads."""
-    terms = load_catalog(None).composites["llm_composite_load"].terms
+def at_load(pod: PodSpec, boost: float, catalog=None) -> float:
+    """The pod's composite at ``boost`` times its load, from its own data and the catalog (default: the embedded
+    one): each term that tracks load times boost ** its elasticity, the flat GPU term up to its target and never
+    below what it reads."""
+    terms = (catalog or load_catalog(None)).composites["llm_composite_load"].terms
     total_w = sum(t.weight for t in terms)
     out = 0.0
     for t in terms:
         value = expected(pod, t.metric)
         norm = 0.0 if value is None else max(value - t.idle, 0.0) / (t.target - t.idle)
-        out += t.weight / total_w * (max(norm, min(boost * norm, 1.0)) if t.flat else boost * norm)
+        out += t.weight / total_w * (max(norm, min(boost * norm, 1.0)) if t.flat else boost**t.elasticity * norm)
     return out
 
 
@@ -120,12 +128,13 @@ def ramp(prometheus: TestBackend, unique_ns: str):
     return unique_ns, now, pods
 
 
-@pytest.mark.parametrize("model", ["ar"])
-def test_boosted_rises_above_the_live_composite_before_the_peak(prometheus: TestBackend, ramp, model: str) -> None:
+@pytest.mark.parametrize("model,itl_elasticity", [("ar", 1.0), ("ar", 1.7)])
+def test_boosted_rises_above_the_live_composite_before_the_peak(
+    prometheus: TestBackend, ramp, model: str, itl_elasticity: float
+) -> None:
     ns, now, pods = ramp
-    settings = Settings(
-        prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog_with(model), forecast_tick_s=0.2
-    )
+    catalog = catalog_with(model, itl_elasticity)
+    settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus", catalog=catalog, forecast_tick_s=0.2)
     base = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{ns}"
     with running_adapter(settings, clock=lambda: now) as url:
         # The first request only registers the workload: boost 1 until a fit exists, never a wait.
@@ -146,12 +155,12 @@ def test_boosted_rises_above_the_live_composite_before_the_peak(prometheus: Test
         assert set(items) == {p.name for p in pods}
         for p in pods:
             live = expected(p, "llm_composite_load")
-            assert math.isclose(items[p.name], at_load(p, boost), rel_tol=0.002, abs_tol=0.0011)
+            assert math.isclose(items[p.name], at_load(p, boost, catalog), rel_tol=0.002, abs_tol=0.0011)
             assert items[p.name] > live
 
         r = get(f"{url}{base}/deployments.apps/llama/llm_composite_load_boosted").json()["items"][0]
         live = sum(expected(p, "llm_composite_load") for p in pods) / len(pods)
-        boosted = sum(at_load(p, boost) for p in pods) / len(pods)  # objects: mean of the pods' boosted values
+        boosted = sum(at_load(p, boost, catalog) for p in pods) / len(pods)  # objects: mean of the pods' values
         assert math.isclose(float(parse_quantity(r["value"])), boosted, rel_tol=0.002, abs_tol=0.0011)
         assert boosted > live
 

@@ -238,6 +238,12 @@ def test_pod_values_fuse_like_the_server() -> None:
     # the queue and latency terms x 1.5.
     gpu_part = 0.4 * 100.0 / gpu.target
     assert boosted["ready"] == pytest.approx(gpu_part + 1.5 * (want - gpu_part))
+    # With elasticities, each term that tracks load x 1.5 ** its elasticity (the server's at_load).
+    comp = CATALOG.composites["llm_composite_load"]
+    steep = tuple(t if t.flat else replace(t, elasticity=2.0) for t in comp.terms)
+    elastic = replace(CATALOG, composites={comp.name: replace(comp, terms=steep)})
+    boosted = pod_values("llm_composite_load_boosted", view, elastic, boost=1.5)
+    assert boosted["ready"] == pytest.approx(gpu_part + 1.5**2 * (want - gpu_part))
     assert "loading" not in pod_values("inference_queue_depth", view, CATALOG)  # no vLLM series yet
     hpa = build_policy("composite", example_hpa(), CATALOG).hpa
     assert readings(hpa, view, CATALOG)[0].pod_values == {"ready": math.floor(want * 1000 + 0.5)}
