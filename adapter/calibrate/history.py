@@ -30,7 +30,7 @@ from adapter.labels import EVERYTHING
 from adapter.query.client import Backend, PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.query.results import RangeSeries
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.slo import SloBounds
 from adapter.sim.tokenfleet import TokenEngine
 

@@ -145,7 +145,7 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
     from adapter.calibrate.history import open_backend, read_history, simulated_history
 
     if args.simulate:
-        from adapter.sim.fleet import FleetConfig
+        from adapter.sim.config import FleetConfig
         from adapter.sim.simulate import latency_window
 
         service = parse_duration(args.service_time)

@@ -55,7 +55,7 @@ from adapter.demo.servers import DevServerError, scraping_prometheus
 from adapter.demo.tokenpods import TokenPods
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
 from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
-from adapter.sim.fleet import Fleet, FleetSnapshot, PodPhase
+from adapter.sim.fleet import Fleet
 from adapter.sim.policies import Policy, average_usage
 from adapter.sim.simulate import (
     MINUTE_S,
@@ -66,6 +66,7 @@ from adapter.sim.simulate import (
     knee,
     latency_window,
 )
+from adapter.sim.snapshot import FleetSnapshot, PodPhase
 from adapter.sim.tokenfleet import TokenEngine, oracle_gpu_hours_by_mix
 from adapter.sim.trace import ScaledTrace, TraceClock
 

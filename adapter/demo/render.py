@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from adapter.exposition import label_pairs
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, FleetSnapshot, GpuSnapshot, PodPhase, PodSnapshot
+from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
+from adapter.sim.snapshot import FleetSnapshot, GpuSnapshot, PodPhase, PodSnapshot
 from adapter.sim.vllm_families import EngineCounters, render_vllm
 
 DCGM_DRIVER_VERSION = "580.105.08"  # as in the shared dcgm-exporter samples

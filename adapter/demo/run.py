@@ -50,7 +50,7 @@ from adapter.demo.servers import DevServerError, free_port, scraping_prometheus
 from adapter.demo.timeline import Sample, Timeline
 from adapter.demo.tokenpods import TokenPods
 from adapter.demo.view import AdapterView, kubectl_command, metric_paths, read_view, status_line
-from adapter.sim.fleet import Deployment, FleetConfig
+from adapter.sim.config import Deployment, FleetConfig
 from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.slo import DEFAULT_SLO
 from adapter.sim.tokenfleet import TokenEngine

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapter.demo.render import HpaStatus, render_metrics
-from adapter.sim.fleet import Fleet, FleetSnapshot, PodPhase
+from adapter.sim.fleet import Fleet
+from adapter.sim.snapshot import FleetSnapshot, PodPhase
 from adapter.sim.trace import RateSample, ScaledTrace, TraceClock
 
 if TYPE_CHECKING:

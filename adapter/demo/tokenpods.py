@@ -21,8 +21,8 @@ import random
 import numpy as np
 
 from adapter.sim.config import PCI_BUSES, FleetConfig
-from adapter.sim.fleet import FleetSnapshot, GpuSnapshot, PodPhase, PodSnapshot
 from adapter.sim.latency import SLO_QUANTILE
+from adapter.sim.snapshot import FleetSnapshot, GpuSnapshot, PodPhase, PodSnapshot
 from adapter.sim.tokenfleet import TokenEngine, TokenFleet
 from adapter.sim.vllm_families import EngineCounters
 
@@ -106,7 +106,7 @@ class TokenPods:
         return point.ttft_quantile(SLO_QUANTILE) + backlog, point.itl_quantile(SLO_QUANTILE)
 
     def snapshot(self) -> FleetSnapshot:
-        """The fleet now, as pods and GPUs (``adapter.sim.fleet``'s snapshot types)."""
+        """The fleet now, as pods and GPUs (``adapter.sim.snapshot``'s types)."""
         cfg = self.config
         dep = cfg.deployment
         fleet = self.fleet

@@ -20,7 +20,8 @@ from adapter.__main__ import main
 from adapter.demo.exporter import MetricsExporter
 from adapter.demo.runner import FleetRunner
 from adapter.demo.servers import scraping_prometheus
-from adapter.sim.fleet import Deployment, Fleet, FleetConfig
+from adapter.sim.config import Deployment, FleetConfig
+from adapter.sim.fleet import Fleet
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
 from tests.support.sim import queue_catalog_file
 

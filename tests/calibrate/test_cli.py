@@ -11,7 +11,7 @@ import yaml
 from adapter.__main__ import main
 from adapter.catalog import parse_catalog
 from adapter.demo.servers import free_port
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.latency import WaitModel, knee_rate
 from tests.support.sim import queue_catalog_file
 

@@ -12,7 +12,7 @@ from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import over_threshold, simulated_history
 from adapter.calibrate.knee import History, LoadBin, calibrate, demand_growth, find_knee, load_bins, propose_terms
 from adapter.catalog import CompositeDef, Term
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from tests.support.sim import CATALOG as QUEUE_CATALOG
 
 # The request-queue fleet's sweeps read the composite calibrated for that fleet (tests/support/sim.py).

@@ -13,7 +13,8 @@ from adapter.catalog import parse_catalog
 from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
 from adapter.demo.catalogs import catalog_document
 from adapter.demo.servers import PrometheusProcess
-from adapter.sim.fleet import Deployment, Fleet, FleetConfig
+from adapter.sim.config import Deployment, FleetConfig
+from adapter.sim.fleet import Fleet
 from adapter.sim.forecasting import history_points
 from adapter.sim.trace import RateTrace, ScaledTrace
 

@@ -17,7 +17,9 @@ from prometheus_client.samples import Sample
 from adapter.demo.exporter import MetricsExporter
 from adapter.demo.render import DCGM_EXPORTER_NAMESPACE, HpaStatus, render_metrics
 from adapter.demo.runner import FleetRunner
-from adapter.sim.fleet import Deployment, Fleet, FleetConfig, FleetSnapshot, PodPhase
+from adapter.sim.config import Deployment, FleetConfig
+from adapter.sim.fleet import Fleet
+from adapter.sim.snapshot import FleetSnapshot, PodPhase
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"  # the vendored real captures

@@ -9,7 +9,7 @@ from adapter.demo.catalogs import catalog_document
 from adapter.demo.render import render_metrics
 from adapter.demo.run import DemoOptions, build_fleet, demo_catalog
 from adapter.demo.tokenpods import TokenPods
-from adapter.sim.fleet import PodPhase
+from adapter.sim.snapshot import PodPhase
 
 FAMILIES = (
     "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from adapter.catalog import load_catalog
-from adapter.sim.config import FleetConfig
-from adapter.sim.fleet import Deployment
+from adapter.sim.config import Deployment, FleetConfig
 from adapter.sim.fluid import MINUTE_S, FluidFleet
 from adapter.sim.forecasting import BoostTracker, in_flight
 from adapter.sim.mix import AZURE_CONVERSATION

@@ -25,12 +25,13 @@ from adapter.demo.tokenpods import TokenPods
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.spec import HPASpec, load_hpa
 from adapter.sim.config import Deployment
-from adapter.sim.fleet import Fleet, PodPhase
+from adapter.sim.fleet import Fleet
 from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.policies import build_policy
 from adapter.sim.profiles import DEFAULT_PROFILE, profile
 from adapter.sim.simulate import SimulationConfig, SimulationError, SyncRecord, run_policy
 from adapter.sim.slo import DEFAULT_SLO, parse_slo
+from adapter.sim.snapshot import PodPhase
 from adapter.sim.tokenfleet import TokenEngine
 from adapter.sim.trace import ScaledTrace, synthetic_trace
 from tests.support.sim import CATALOG, PHYSICS

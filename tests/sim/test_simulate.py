@@ -18,7 +18,8 @@ import yaml
 from adapter.aggregate import reduce_values
 from adapter.forecast_service import ForecastService, fit_history
 from adapter.hpa.spec import HPASpec, load_hpa
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet
+from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
+from adapter.sim.fleet import Fleet
 from adapter.sim.fluid import FluidFleet
 from adapter.sim.forecasting import BoostTracker, history_points
 from adapter.sim.latency import histogram_quantile, normal_cdf

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adapter.sim.fleet import Deployment
+from adapter.sim.config import Deployment
 from adapter.sim.mix import AZURE_CONVERSATION
 from adapter.sim.profiles import LLAMA3_8B_H100
 from adapter.sim.slo import parse_slo

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from adapter.catalog import parse_catalog
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 
 EMBEDDED = Path(__file__).resolve().parents[2] / "adapter" / "catalog.yaml"
 QUEUE_COMPOSITE: dict[str, Any] = {
