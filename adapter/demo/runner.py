@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapter.demo.render import HpaStatus, render_metrics
-from adapter.sim.fleet import Fleet
 from adapter.sim.snapshot import FleetSnapshot, PodPhase
 from adapter.sim.trace import RateSample, ScaledTrace, TraceClock
 
@@ -44,17 +43,16 @@ class RunnerStatus:
 
 
 class FleetRunner:
-    """Advances a ``Fleet`` (request queue) or ``TokenPods`` (token engines) on a clock, fed by a ``ScaledTrace``
-    played through a ``TraceClock``.
+    """Advances ``TokenPods`` on a clock, fed by a ``ScaledTrace`` played through a ``TraceClock``.
 
     Thread-safe: every method takes the runner's lock. ``tick(wall)`` advances the fleet to ``wall`` (seconds on
     the clock's time base: ``monotonic``, which the demo and ``simulate --live`` make the simulated clock) at the
-    trace's rate, and on token engines its mix, of the interval's start.
+    trace's rate and mix of the interval's start.
     """
 
     def __init__(
         self,
-        fleet: Fleet | TokenPods,
+        fleet: TokenPods,
         trace: ScaledTrace,
         clock: TraceClock,
         *,
@@ -89,8 +87,7 @@ class FleetRunner:
                 return
             sim = self.clock.sim_time(self._last_wall)
             self._rate = self.trace.rate_at(sim)
-            if not isinstance(self.fleet, Fleet):  # token engines serve the window's own mix, if the trace has one
-                self.fleet.set_mix(self.trace.mix_at(sim))
+            self.fleet.set_mix(self.trace.mix_at(sim))  # the window's own mix, if the trace has one
             self.fleet.advance(dt, self._rate.rate)
             self._last_wall = wall
 
@@ -113,7 +110,7 @@ class FleetRunner:
         """The /metrics body as of the last tick."""
         with self._lock:
             snap = self.fleet.snapshot()
-            engines = None if isinstance(self.fleet, Fleet) else self.fleet.engine_counters()
+            engines = self.fleet.engine_counters()
             epoch = self._epoch
             hpa = self._hpa
         return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes, hpa=hpa, engines=engines)
@@ -124,7 +121,7 @@ class FleetRunner:
             snap = self.fleet.snapshot()
             rate = self._rate
             sim = self.clock.sim_time(self._last_wall)
-            ttft, itl = (math.nan, math.nan) if isinstance(self.fleet, Fleet) else self.fleet.latency_p99()
+            ttft, itl = self.fleet.latency_p99()
         serving = [p for p in snap.pods if p.serving]
         return RunnerStatus(
             sim_time_s=sim,

@@ -1,7 +1,7 @@
 """The demo's fleet on the token-level engine: a ``TokenFleet`` seen as Kubernetes pods on GPU nodes.
 
-``TokenPods`` drives ``adapter.sim.tokenfleet.TokenFleet(families=True)`` -- the physics ``simulate --engine
-token`` and ``calibrate --simulate --engine token`` use -- with the interface ``FleetRunner`` and the demo's
+``TokenPods`` drives ``adapter.sim.tokenfleet.TokenFleet(families=True)`` -- the physics ``simulate`` and
+``calibrate --simulate`` use -- with the interface ``FleetRunner`` and the demo's
 ``Autoscaler`` read (``now``, ``advance(dt, rate)``, ``set_replicas``, ``snapshot()``), and gives every pod what a
 cluster shows of it: a name in its ReplicaSet, a uid, a node and GPUs. Pure (no clock, no thread).
 
@@ -27,7 +27,7 @@ from adapter.sim.tokenfleet import TokenEngine, TokenFleet
 from adapter.sim.vllm_families import EngineCounters
 
 _K8S_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand (``alphanums``)
-_CUDA_CONTEXT_MIB = 520.0  # as adapter.sim.fleet: framebuffer a CUDA context takes before any weights
+_CUDA_CONTEXT_MIB = 520.0  # framebuffer a CUDA context takes before any weights
 _HORIZON_S = 30 * 86400.0  # the fleet's ledger span; minutes beyond it fold into the last one
 
 

@@ -1,7 +1,7 @@
 """The simulated fleet's configuration vocabulary: the accelerator, the Deployment, the fleet's parameters.
 
-Shared by the step-by-step fleet (``adapter.sim.fleet``), the queueing model (``adapter.sim.latency``), the
-fluid and token-level fleets and the tools that build them, so that none of them imports another for its types.
+Shared by the fleet (``adapter.sim.lifecycle``, ``adapter.sim.tokenfleet``), the snapshots of it the demo exports
+(``adapter.sim.snapshot``) and the tools that build them, so that none of them imports another for its types.
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ class GpuSnapshot:
 class PodSnapshot:
     """One pod at one instant.
 
-    ``latency_buckets`` are cumulative (fractional) counts aligned with ``VLLM_E2E_LATENCY_BUCKETS``
-    followed by +Inf, whose value equals ``completed``. Counters never decrease while the pod exists.
+    ``latency_buckets`` are cumulative (fractional) e2e counts at each bound of ``VLLM_E2E_LATENCY_BUCKETS``
+    (+Inf is ``completed``). Counters never decrease while the pod exists.
     """
 
     name: str

@@ -24,7 +24,7 @@ def test_the_timeline_json_holds_every_sample_and_no_nan(tmp_path: Path) -> None
     assert second == {
         "sim_time_s": 60.0, "arrivals_rps": 20.0, "desired": 6, "ready": 4, "worst_p99_s": 0.7,
         "composite": 1.2, "boost": 1.1, "boosted": 1.32, "forecast_rps": 25.0,
-        "ttft_p99_s": None, "itl_p99_s": None,  # a request-queue fleet has no TTFT or ITL
+        "ttft_p99_s": None, "itl_p99_s": None,  # no TTFT or ITL was recorded
     }  # fmt: skip
     assert math.isnan(timeline.samples[0].composite)  # the in-memory samples keep their NaN
 
