@@ -80,7 +80,7 @@ class TokenEngine:
 
     def fleet_config(self, *, deployment: Deployment, load_delay_s: tuple[float, float], drain_timeout_s: float,
                      seed: int) -> FleetConfig:  # fmt: skip
-        """The ``FleetConfig`` of pods running this engine: its GPUs, and capacity and batch at the default mix."""
+        """The ``FleetConfig`` of pods running this engine: its GPUs and weights, its saturation at the default mix."""
         model = self.model()
         sat = model.saturation_rps
         return FleetConfig(
@@ -88,12 +88,9 @@ class TokenEngine:
             gpus_per_pod=self.profile.gpus,
             gpus_per_node=8,
             capacity_rps=sat,
-            base_service_s=max(model.max_running / sat, 0.5),
-            batch_slowdown=0.0,
             load_delay_s=load_delay_s,
             drain_timeout_s=drain_timeout_s,
             model_weights_mib=self.profile.weights_gib * 1024.0,
-            substep_s=0.5,
             seed=seed,
         )
 
