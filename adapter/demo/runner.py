@@ -7,7 +7,6 @@ fleet's /metrics body (``adapter.demo.render``) as of the last tick, ``status()`
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -36,10 +35,9 @@ class RunnerStatus:
     terminating: int
     waiting: float
     running: float
-    worst_p99_s: float
     dropped: float
-    ttft_p99_s: float = math.nan  # token-level engines: the worst ready pod's TTFT and ITL P99 now
-    itl_p99_s: float = math.nan
+    ttft_p99_s: float  # the worst ready pod's TTFT and ITL P99 now
+    itl_p99_s: float
 
 
 class FleetRunner:
@@ -132,7 +130,6 @@ class FleetRunner:
             terminating=snap.count(PodPhase.TERMINATING),
             waiting=sum(p.waiting for p in serving),
             running=sum(p.running for p in serving),
-            worst_p99_s=max((p.p99_latency_s for p in serving), default=0.0),
             dropped=snap.dropped,
             ttft_p99_s=ttft,
             itl_p99_s=itl,

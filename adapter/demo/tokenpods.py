@@ -130,10 +130,9 @@ class TokenPods:
                     phase=PodPhase.READY if ready[k] else PodPhase.LOADING,
                     created_at=float(fleet.created[k]), ready_at=float(fleet.ready_at[k]), deleted_at=None,
                     gpu_uuids=tuple(self._uuids[slot * cfg.gpus_per_pod + g] for g in range(cfg.gpus_per_pod)),
-                    arrival_rate=share if ready[k] else 0.0, throughput=share if ready[k] else 0.0,
+                    arrival_rate=share if ready[k] else 0.0,
                     waiting=float(waiting[k]), running=float(fleet.running[k]), kv_cache_usage=float(usage[k]),
-                    p99_latency_s=0.0, completed=float(cum[-1]), latency_sum=0.0,
-                    latency_buckets=tuple(float(x) for x in cum[:-1]),
+                    completed=float(cum[-1]), latency_buckets=tuple(float(x) for x in cum[:-1]),
                 )
             )  # fmt: skip
         gpus = []

@@ -65,13 +65,10 @@ class PodSnapshot:
     deleted_at: float | None
     gpu_uuids: tuple[str, ...]
     arrival_rate: float  # requests/s routed to this pod over the last advance
-    throughput: float  # completions/s over the last advance
     waiting: float  # queue depth (vllm:num_requests_waiting)
     running: float  # in the batch (vllm:num_requests_running)
     kv_cache_usage: float  # 0..1 (vllm:kv_cache_usage_perc)
-    p99_latency_s: float  # current estimate for a request completing now
     completed: float
-    latency_sum: float
     latency_buckets: tuple[float, ...]
 
     @property
