@@ -31,7 +31,7 @@ from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import simulated_history
 from adapter.calibrate.knee import MIN_BIN_REQUESTS, LoadBin, fit_elasticity
 from adapter.catalog import CompositeDef, load_catalog
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.profiles import PROFILES
 from adapter.sim.slo import DEFAULT_SLO, parse_slo
@@ -52,10 +52,9 @@ def sweep(profile: str, composite: CompositeDef) -> tuple[float, list[tuple[floa
     knee = engine.knee()
     pods = max(2, math.ceil(MIN_BIN_REQUESTS / (0.5 * knee * 60.0)))
     history = simulated_history(
+        engine,
         config,
         composite.terms,
-        slo_s=1.0,
-        engine=engine,
         pods=pods,
         levels=LEVELS,
         top=TOP * knee / engine.model().saturation_rps,

@@ -1,7 +1,7 @@
 """The example HPA after ``calibrate``, per engine profile and request mix, against the shipped catalog.
 
 For each cell (an engine profile of ``adapter/sim/profiles.py`` serving a request mix of ``adapter/sim/mix.py``):
-``python -m adapter calibrate --simulate --engine token --profile P --mix M --trace <shared trace>`` proposes the
+``python -m adapter calibrate --simulate --profile P --mix M --trace <shared trace>`` proposes the
 composite's targets (with the shared trace's demand growth as headroom), written into a copy of the base catalog
 (default: the embedded one; only that composite's terms change). Then ``python -m adapter simulate --profile P
 --mix M`` replays one window of the shared trace (default: 2 days after the forecaster's warm-up) through the
@@ -79,7 +79,7 @@ def with_terms(base: dict[str, Any], composite: str, terms: list[dict[str, Any]]
 def _calibrate(profile: str, mix: str, base: Path | None, tmp: Path) -> Calibrated:
     """``calibrate --simulate`` for one cell, and the calibrated catalog it implies."""
     report, snippet = tmp / f"{profile}-{mix}.json", tmp / f"{profile}-{mix}-snippet.yaml"
-    cmd = [sys.executable, "-m", "adapter", "calibrate", "--simulate", "--engine", "token", "--profile", profile]
+    cmd = [sys.executable, "-m", "adapter", "calibrate", "--simulate", "--profile", profile]
     cmd += ["--mix", mix, "--trace", str(TRACE), "--json", str(report), "--catalog-out", str(snippet)]
     cmd += ["--catalog", str(base)] if base is not None else []
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)

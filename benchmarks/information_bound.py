@@ -16,7 +16,7 @@ present observations can beat it by much; what is left needs knowledge of the fu
 
 Usage: python benchmarks/information_bound.py [--trace CSV] [--start 10h] [--days N] [--workers 2] [--write-results]
        [simulate options]
-(any other option goes to ``simulate`` as is: ``--catalog``, ``--pod-capacity``, ``--load-time``...; whole shared
+(any other option goes to ``simulate`` as is: ``--catalog``, ``--profile``, ``--load-time``...; whole shared
 trace: about 4.5 minutes on 2 cores)
 """
 
@@ -93,7 +93,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--leads", default=",".join(LEADS), help="comma-separated leads (default: %(default)s)")
     results_page.add_arguments(parser)
-    args, args.sim = parser.parse_known_args()  # the rest goes to simulate as is (--pod-capacity 80, ...)
+    args, args.sim = parser.parse_known_args()  # the rest goes to simulate as is (--profile NAME, ...)
     command = results_page.command_line(__file__, sys.argv[1:])
     with results_page.recording("information_bound", args.write_results, command, args.results_file):
         return _report(args)

@@ -61,7 +61,7 @@ def cells(args: argparse.Namespace) -> list[tuple[str, str]]:
 def cell_options(args: argparse.Namespace, profile: str, mix: str) -> list[str]:
     """``simulate`` options of one cell: token engines of ``profile`` serving ``mix``, on the window of ``args``."""
     return [
-        *("--engine", "token", "--profile", profile, "--mix", mix),
+        *("--profile", profile, "--mix", mix),
         *("--start", args.start, "--workers", str(args.workers)),
         *(("--days", f"{args.days:g}") if args.days else ()),
     ]

@@ -2,27 +2,20 @@
 
 Two parts, each printing figures (nothing here is a timed test):
 
-``offline``  every comparison policy on the 14-day ServeGen trace scaled to 32 pods of 40 req/s at its peak
-             (a fleet of roughly 5-40 pods), through ``python -m adapter simulate``: the Markdown table for
-             docs/results.md, the issue's goal evaluated, and the wall time. Extra ``--policy`` flags add rows
-             (e.g. ``boosted:fourier_ar``, ``composite@0.7``).
+``offline``  every comparison policy on the 14-day ServeGen trace scaled so its peak needs 32 pods at the knee of
+             the default engine and mix (a fleet of roughly 5-40 pods), through ``python -m adapter simulate``:
+             the Markdown table for docs/results.md, the issue's goal evaluated, and the wall time. Extra
+             ``--policy`` flags add rows (e.g. ``boosted:fourier_ar``, ``composite@0.7``).
 ``live``     ``simulate --live`` for ``--hours`` simulated hours (default 5) at ``--speed`` (default 20, so
              5 h take ~16 wall minutes): simulated fleet -> real Prometheus -> ``adapter serve`` -> the HPA
              model over HTTP -> the fleet. Prints whether a fresh HPA model replaying what the live HPA read
              decides the same at every sync, and the live run next to the offline engine on the same span.
 
-Measured (shared 2-core machine): ``offline --policy gpu --policy composite --policy boosted`` over the 14 days
-(replay from 10 h, after the forecaster's warm-up): 312 s wall (117 s CPU) on a machine loaded by other jobs;
-the figures are in docs/results.md. ``live`` (measured before issue 10's simulator changes; both fleets now wait
-before saturation, and the offline twin reads values one scrape old) 5 h at x20 in 913 s wall, 1,200
-syncs, 0 failed reads, 0 late syncs, the replay identical at every sync; live vs offline on that span: 73 vs 58
-SLO-violation minutes, 215.8 vs 203.5 GPU-hours, 230 vs 206 scale events (the sawtooth's phase drifts, so
-sync-by-sync replicas correlate only 0.34).
+The figures are in docs/results.md.
 
 Usage:
   python benchmarks/simulate_report.py offline [--days 14] [--policy NAME ...] [--out DIR]
-  python benchmarks/simulate_report.py live [--hours 5] [--speed 20] [--policy boosted] [--start 6h]
-                                            [--engine queue|token] [--out DIR]
+  python benchmarks/simulate_report.py live [--hours 5] [--speed 20] [--policy boosted] [--start 6h] [--out DIR]
 """
 
 from __future__ import annotations
@@ -106,7 +99,6 @@ def live(args: argparse.Namespace) -> int:
         f"{args.hours:g}h",
         "--speed",
         f"{args.speed:g}",
-        *(["--engine", args.engine] if args.engine else []),
         "--json",
         str(out / "simulate-live.json"),
         "--plot",
@@ -142,7 +134,6 @@ def main() -> int:
     p_live.add_argument("--speed", type=float, default=20.0)
     p_live.add_argument("--policy", default="boosted")
     p_live.add_argument("--start", default="6h", help="where in the trace the fleet starts (default 6h)")
-    p_live.add_argument("--engine", choices=["queue", "token"], help="the fleet's engine (default: simulate's)")
     for p in (p_off, p_live):
         p.add_argument(
             "--out",

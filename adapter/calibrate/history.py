@@ -30,7 +30,7 @@ from adapter.labels import EVERYTHING
 from adapter.query.client import Backend, PromClient
 from adapter.query.promql import Scope, deployment_pods_regex, render
 from adapter.query.results import RangeSeries
-from adapter.sim.fleet import FleetConfig
+from adapter.sim.config import FleetConfig
 from adapter.sim.slo import SloBounds
 from adapter.sim.tokenfleet import TokenEngine
 
@@ -234,10 +234,10 @@ async def read_history(
 
 
 def simulated_history(
+    engine: TokenEngine,
     config: FleetConfig,
     terms: Sequence[Term],
     *,
-    slo_s: float,
     pods: int = 2,
     levels: int = 40,
     top: float = 1.3,
@@ -245,31 +245,25 @@ def simulated_history(
     measure_s: float = 60.0,
     deployment_load: F64 | None = None,
     deployment_step_s: float = 60.0,
-    queueing: bool = True,
-    arrival_cv2: float = 1.0,
     latency_window_s: float = 120.0,
-    engine: TokenEngine | None = None,
 ) -> History:
-    """A load sweep on the fleet model ``simulate`` replays (``adapter.sim.fluid.FluidFleet`` read through
-    ``adapter.sim.observer.Observer``): ``levels`` steady loads from ``top / levels`` to ``top`` x the pod
-    capacity, each held ``hold_s`` and measured over its last ``measure_s`` (one row per pod and level).
+    """A load sweep on the fleet ``simulate`` replays (``adapter.sim.tokenfleet.TokenFleet`` of ``engine`` read
+    through ``adapter.sim.observer.Observer``): ``levels`` steady loads from ``top / levels`` to ``top`` x the
+    pod capacity (``config`` from ``TokenEngine.fleet_config``: the engines' saturation), each held ``hold_s``
+    and measured over its last ``measure_s`` (one row per pod and level).
 
-    One physics for calibration and simulation: the same M/G/c waiting before saturation (``queueing``,
-    ``arrival_cv2``, as ``simulate --queueing/--arrival-cv2``), the same GPU duty cycle, queue and
+    One physics for calibration and simulation: the same engines, GPU duty cycle, queue and
     ``histogram_quantile(0.99)`` over ``latency_window_s`` (the catalog's latency window) that the HPA
-    model reads, so the targets proposed here mean the same in ``simulate``. The share of requests slower
-    than the SLO is the fleet's own accounting (exact, not read back from buckets). ``deployment_load``
-    (e.g. a trace) feeds the growth headroom; without it the growth is 0. ``engine``: token-level engines
-    (``config`` from ``TokenEngine.fleet_config``, the sweep up to ``top`` x their saturation), a load's requests
-    over the SLO being those of its worst stated bound (``simulate --engine token``'s accounting).
+    model reads, so the targets proposed here mean the same in ``simulate``. The requests over the SLO are the
+    fleet's own accounting (exact, not read back from buckets): those of the worst stated bound, as ``simulate``
+    counts them. ``deployment_load`` (e.g. a trace) feeds the growth headroom; without it the growth is 0.
     """
-    from adapter.sim.fluid import MINUTE_S, FluidFleet
+    from adapter.sim.lifecycle import MINUTE_S
     from adapter.sim.observer import Observer
     from adapter.sim.policies import ITL_METRIC, LATENCY_METRIC, TTFT_METRIC, CpuModel
+    from adapter.sim.tokenfleet import TokenFleet
 
-    known = {"gpu_utilization_p90", "inference_queue_depth", LATENCY_METRIC}
-    if engine is not None:  # vLLM's TTFT and ITL histograms come with the token-level engines
-        known |= {TTFT_METRIC, ITL_METRIC}
+    known = {"gpu_utilization_p90", "inference_queue_depth", LATENCY_METRIC, TTFT_METRIC, ITL_METRIC}
     unknown = [t.metric for t in terms if t.metric not in known]
     if unknown:
         raise ValueError(f"the simulated fleet does not produce {unknown}; it produces {sorted(known)}")
@@ -277,15 +271,7 @@ def simulated_history(
     if hold_s % MINUTE_S or measure_s % MINUTE_S or not 0 < measure_s <= hold_s:
         raise ValueError("hold_s and measure_s must be whole minutes, 0 < measure_s <= hold_s")
     end = levels * hold_s
-    fleet: FluidFleet
-    if engine is not None:  # token-level engines (simulate --engine token): over_slo counts any broken bound
-        from adapter.sim.tokenfleet import TokenFleet
-
-        fleet = TokenFleet(engine, config, replicas=pods, start=0.0, end=end, families=True)
-    else:
-        fleet = FluidFleet(
-            config, replicas=pods, start=0.0, end=end, slo_s=slo_s, queueing=queueing, arrival_cv2=arrival_cv2
-        )
+    fleet = TokenFleet(engine, config, replicas=pods, start=0.0, end=end, families=True)
     observer = Observer(
         fleet,
         latency_window_s=latency_window_s,
@@ -321,12 +307,12 @@ def simulated_history(
                     v = float(view.queue[k])
                 else:
                     p99 = {TTFT_METRIC: view.ttft_p99, ITL_METRIC: view.itl_p99}.get(t.metric, view.latency_p99)
-                    assert p99 is not None  # a token fleet with families always has them
+                    assert p99 is not None  # a fleet with families always has them
                     v = float(p99[k])
                 term_rows[t.metric].append(v)
     demand = np.asarray(deployment_load, dtype=np.float64) if deployment_load is not None else np.zeros(0)
     requests = np.array(rows["req"])
-    token = engine is not None  # vLLM's token counters and KV gauge: the engine's mix, the pods' KV usage
+    # vLLM's token counters and KV gauge: the engine's mix, the pods' KV usage.
     return History(
         load=np.array(rows["load"]),
         requests=requests,
@@ -335,7 +321,7 @@ def simulated_history(
         deployment_load=demand,
         step_s=measure_s,
         demand_step_s=deployment_step_s,
-        prompt_tokens=requests * engine.mix.prompt_mean if engine is not None else None,
-        output_tokens=requests * engine.mix.output_mean if engine is not None else None,
-        kv_usage=np.array(rows["kv"]) if token else None,
+        prompt_tokens=requests * engine.mix.prompt_mean,
+        output_tokens=requests * engine.mix.output_mean,
+        kv_usage=np.array(rows["kv"]),
     )

@@ -1,11 +1,11 @@
 """``calibrate``: find where a Deployment's P99 stops meeting the SLO and propose the composite's targets.
 
 Source: a running Deployment's history in Prometheus / VictoriaMetrics (``--prometheus-url``, ``--namespace``,
-``--deployment``, ``--since``), or a simulated fleet swept through steady loads (``--simulate`` with the
-``simulate`` command's fleet options). The SLO: P99 bounds on vLLM's TTFT / inter-token / e2e histograms
-(``--slo ttft=2s,itl=100ms``, the default: a load breaks it when any bound's P99 does), or one e2e P99 bound on
-one histogram (``--slo-p99 0.8s [--histogram NAME]``). Output: a summary on stdout (with the token mix and the
-KV-cache usage the history saw), ``--json`` (the report, with the load
+``--deployment``, ``--since``), or a simulated fleet of token-level vLLM engines swept through steady loads
+(``--simulate`` with the ``simulate`` command's engine options). The SLO: P99 bounds on vLLM's TTFT / inter-token
+/ e2e histograms (``--slo ttft=2s,itl=100ms``, the default: a load breaks it when any bound's P99 does), or, for a
+backend's history, one e2e P99 bound on one histogram (``--slo-p99 0.8s [--histogram NAME]``). Output: a summary
+on stdout (with the token mix and the KV-cache usage the history saw), ``--json`` (the report, with the load
 bins), ``--catalog-out`` (the ``composites:`` entry to paste into your catalog) and ``--plot`` (PNG: per-pod
 load vs the share of slow requests and vs each term, the knee and the safe point marked). Exit code 0 when
 targets were proposed, 1 when the history never reached the knee, 2 on a user error (one line on stderr).
@@ -24,13 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from adapter.cli.fleet_options import (
-    TRACE_LAYOUT_OPTIONS,
-    add_queueing_arguments,
-    add_trace_layout_arguments,
-    load_trace_args,
-    token_engine,
-)
+from adapter.cli.fleet_options import TRACE_LAYOUT_OPTIONS, add_trace_layout_arguments, load_trace_args, token_engine
 from adapter.cli.series_input import CliError, parse_duration
 from adapter.errors import AdapterError, ConfigError
 
@@ -57,19 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "(default vllm:e2e_request_latency_seconds)",
     )
     sim = p.add_argument_group("or a simulated fleet (--simulate)")
-    sim.add_argument("--simulate", action="store_true", help="sweep a simulated fleet through steady loads")
-    sim.add_argument("--pod-capacity", type=float, default=40.0, help="requests/s per pod at a full batch")
-    sim.add_argument("--service-time", default="120ms", help="mean request time in a lightly loaded batch")
-    sim.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
-    add_queueing_arguments(sim)
     sim.add_argument(
-        "--engine",
-        choices=["token", "queue"],
-        default=None,
-        help="the simulated pods: token-level vLLM engines (default) or the request queue (docs/simulation.md)",
+        "--simulate",
+        action="store_true",
+        help="sweep a simulated fleet of token-level vLLM engines through steady loads (docs/simulation.md)",
     )
-    sim.add_argument("--profile", default=None, help="engine profile with --engine token (default llama3-8b-h100)")
-    sim.add_argument("--mix", default=None, help="request mix with --engine token (default azure-conversation)")
+    sim.add_argument("--profile", default=None, help="the pods' engine profile (default llama3-8b-h100)")
+    sim.add_argument("--mix", default=None, help="request mix (default azure-conversation)")
     sim.add_argument(
         "--trace",
         type=Path,
@@ -82,14 +70,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     cal.add_argument(
         "--slo",
         default=None,
-        help="P99 bounds on vLLM's TTFT / inter-token / e2e histograms, ttft=2s,itl=100ms[,e2e=30s] (the default, "
-        "for a backend's history and --engine token); a load is over the SLO when any bound's P99 is",
+        help="P99 bounds on vLLM's TTFT / inter-token / e2e histograms, ttft=2s,itl=100ms[,e2e=30s] (the default); "
+        "a load is over the SLO when any bound's P99 is",
     )
     cal.add_argument(
         "--slo-p99",
         default="0.8s",
         action=_Given,
-        help="instead: one e2e P99 bound on --histogram (e.g. 0.8s; the request-queue engine's SLO, default 0.8s)",
+        help="instead, for a backend's history: one e2e P99 bound on --histogram (e.g. 0.8s)",
     )
     cal.add_argument("--slo-quantile", type=float, default=0.99, help="the SLO's quantile (default 0.99)")
     cal.add_argument(
@@ -114,8 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 class _Given(argparse.Action):
-    """Stores the value and notes that the user gave the option (``<dest>_given``): ``--slo-p99`` keeps its
-    default for the request-queue engine and picks the e2e form for a backend's history only when given."""
+    """Stores the value and notes that the user gave the option (``<dest>_given``): ``--slo-p99`` picks the e2e
+    form for a backend's history only when given."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:  # fmt: skip
@@ -124,13 +112,13 @@ class _Given(argparse.Action):
 
 
 def _token_slo(args: argparse.Namespace) -> Any:
-    """The TTFT/ITL/e2e bounds of the token form (``SloBounds``), None for the e2e form (``--slo-p99``, the
-    request-queue engine); ``ValueError``/``CliError`` for a bad or contradictory SLO."""
+    """The TTFT/ITL/e2e bounds of the token form (``SloBounds``), None for the e2e form of a backend's history
+    (``--slo-p99``); ``ValueError``/``CliError`` for a bad or contradictory SLO."""
     from adapter.sim.slo import DEFAULT_SLO, parse_slo
 
     if args.simulate:
-        if args.engine != "token":
-            return None
+        if args.slo_p99_given or args.histogram is not None:
+            raise CliError("--slo-p99 and --histogram read a backend's history; --simulate takes --slo")
     else:
         if args.slo is not None and (args.slo_p99_given or args.histogram is not None):
             raise CliError("give --slo (TTFT/ITL/e2e bounds) or --slo-p99 with --histogram (one e2e bound), not both")
@@ -145,50 +133,36 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
     from adapter.calibrate.history import open_backend, read_history, simulated_history
 
     if args.simulate:
-        from adapter.sim.fleet import FleetConfig
+        from adapter.calibrate.knee import MIN_BIN_REQUESTS
+        from adapter.sim.config import Deployment, FleetConfig
         from adapter.sim.simulate import latency_window
 
-        service = parse_duration(args.service_time)
-        config = FleetConfig(
-            capacity_rps=args.pod_capacity,
-            base_service_s=service,
-            latency_sigma=args.latency_sigma,
-            substep_s=min(0.5, service),
-        )
+        _token_slo(args)  # an e2e-form option is refused, not ignored
         trace = None
         if args.trace is not None:
             trace = load_trace_args(args)
         elif any(getattr(args, name) for name in TRACE_LAYOUT_OPTIONS):
             raise CliError("the trace layout options (--value-col, --count, token columns ...) need --trace")
         engine = token_engine(args, trace)
-        pods = 2
-        if engine is not None:
-            config = engine.fleet_config(
-                deployment=config.deployment, load_delay_s=config.load_delay_s, drain_timeout_s=120.0, seed=0
-            )
-            # A big model's knee can be ~1 req/s per pod: enough pods that a load bin near half the knee holds
-            # the MIN_BIN_REQUESTS the knee finder judges (a measured minute per level and pod).
-            from adapter.calibrate.knee import MIN_BIN_REQUESTS
-
-            per_pod = engine.knee() or engine.model().saturation_rps
-            pods = max(2, math.ceil(MIN_BIN_REQUESTS / (0.5 * per_pod * 60.0)))
+        config = engine.fleet_config(
+            deployment=Deployment(), load_delay_s=FleetConfig.load_delay_s, drain_timeout_s=120.0, seed=0
+        )
+        # A big model's knee can be ~1 req/s per pod: enough pods that a load bin near half the knee holds
+        # the MIN_BIN_REQUESTS the knee finder judges (a measured minute per level and pod).
+        per_pod = engine.knee() or engine.model().saturation_rps
+        pods = max(2, math.ceil(MIN_BIN_REQUESTS / (0.5 * per_pod * 60.0)))
         demand, demand_step = None, 60.0
         if trace is not None:
             demand = np.asarray(trace.rates, dtype=np.float64)
             demand = np.where(trace.good_mask, demand, np.nan)
             demand_step = trace.step_s
-        if not (args.arrival_cv2 >= 0 and np.isfinite(args.arrival_cv2)):
-            raise CliError("--arrival-cv2 must be a finite number >= 0")
         return simulated_history(
+            engine,
             config,
             terms,
-            slo_s=slo_s,
             deployment_load=demand,
             deployment_step_s=demand_step,
-            queueing=args.queueing == "mgc",
-            arrival_cv2=args.arrival_cv2,
             latency_window_s=latency_window(catalog),
-            engine=engine,
             pods=pods,
         )
     missing = [

@@ -1,29 +1,10 @@
 """The simulated fleet's options that ``simulate`` and ``calibrate --simulate`` share (one physics, one trace
-reader for both): the queue model's arguments, a trace's layout and token columns, and the engine they choose."""
+reader for both): a trace's layout and token columns, and the token-level engine they choose."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
-
-DEFAULT_CAPACITY = 40.0
-DEFAULT_SERVICE = "120ms"
-
-
-def add_queueing_arguments(group: argparse._ArgumentGroup) -> None:
-    """The fleet's waiting model, shared by ``simulate`` and ``calibrate --simulate`` (one physics for both)."""
-    group.add_argument(
-        "--queueing",
-        choices=["mgc", "fluid"],
-        default="mgc",
-        help="waiting below capacity: M/G/c (default) or none (the fluid model of the live fleet)",
-    )
-    group.add_argument(
-        "--arrival-cv2",
-        type=float,
-        default=1.0,
-        help="squared coefficient of variation of inter-arrival times (1: Poisson, the default)",
-    )
 
 
 def add_trace_layout_arguments(group: argparse._ArgumentGroup) -> None:
@@ -37,12 +18,8 @@ def add_trace_layout_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--value-col", help="request-rate column (req/s; see --count)")
     group.add_argument("--gap-col", help="column that is 1 in collection gaps")
     group.add_argument("--count", action="store_true", help="the value column counts requests per row")
-    group.add_argument(
-        "--prompt-tokens-col", help="column with the prompt tokens summed over each row's requests (--engine token)"
-    )
-    group.add_argument(
-        "--output-tokens-col", help="column with the output tokens summed over each row's requests (--engine token)"
-    )
+    group.add_argument("--prompt-tokens-col", help="column with the prompt tokens summed over each row's requests")
+    group.add_argument("--output-tokens-col", help="column with the output tokens summed over each row's requests")
 
 
 TRACE_LAYOUT_OPTIONS = (
@@ -111,40 +88,9 @@ def load_trace_args(args: argparse.Namespace) -> Any:
     )
 
 
-# The request queue's own options and their defaults: refused with --engine token (a token engine's capacity,
-# GPUs and SLO come from --profile, the mix and --slo). calibrate --simulate shares the table.
-_QUEUE_OPTIONS = (
-    ("--pod-capacity", "pod_capacity", DEFAULT_CAPACITY),
-    ("--service-time", "service_time", DEFAULT_SERVICE),
-    ("--latency-sigma", "latency_sigma", 0.6),
-    ("--gpus-per-pod", "gpus_per_pod", 2),
-    ("--queueing", "queueing", "mgc"),
-    ("--arrival-cv2", "arrival_cv2", 1.0),
-    ("--slo-p99", "slo_p99", "0.8s"),
-)
-
-
-def token_engine_chosen(args: argparse.Namespace) -> bool:
-    """True for ``--engine token``, the default. Raises ``ValueError`` for an option of the other engine:
-    ``--profile``, ``--mix`` or ``--slo`` with ``--engine queue``, a request-queue option (changed from its
-    default) with the token engine."""
-    if args.engine is None:
-        args.engine = "token"
-    if args.engine != "token":
-        for flag, value in (("--profile", args.profile), ("--mix", args.mix), ("--slo", args.slo)):
-            if value is not None:
-                raise ValueError(f"{flag} needs --engine token")
-        return False
-    for flag, attr, default in _QUEUE_OPTIONS:
-        if hasattr(args, attr) and getattr(args, attr) != default:
-            raise ValueError(f"{flag} is an --engine queue option; a token engine takes --profile, --mix and --slo")
-    return True
-
-
 def token_engine(args: argparse.Namespace, trace: Any) -> Any:
-    """The ``TokenEngine`` of ``--engine token`` (its mix: the trace's own mean mix when it has token columns,
-    else ``--mix``; ``trace`` may be None), None for ``--engine queue``; options of the other engine are refused,
-    not ignored."""
+    """The ``TokenEngine`` of ``--profile``, ``--slo`` and the mix: the trace's own mean mix when it has token
+    columns, else ``--mix`` (``trace`` may be None); ``ValueError`` when both give the mix."""
     from dataclasses import replace
 
     from adapter.sim.mix import DEFAULT_MIX, mix
@@ -152,10 +98,6 @@ def token_engine(args: argparse.Namespace, trace: Any) -> Any:
     from adapter.sim.slo import DEFAULT_SLO, parse_slo
     from adapter.sim.tokenfleet import TokenEngine
 
-    if not token_engine_chosen(args):
-        if args.prompt_tokens_col or args.output_tokens_col:
-            raise ValueError("token columns need --engine token")
-        return None
     chosen = mix(args.mix or DEFAULT_MIX)
     if trace is not None and trace.prompt_means is not None:
         if args.mix is not None:

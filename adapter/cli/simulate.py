@@ -13,13 +13,12 @@ the row number; a numeric column that looks like minutes or an index is refused,
 ``--count`` when the column counts requests per row). The trace is rescaled so that its peak needs
 ``--peak-pods`` pods (default 32: a fleet of roughly 5-40 pods on the shared trace).
 
-The pods are token-level vLLM engines (``--engine token``, the default; ``adapter.sim.engine`` /
-``adapter.sim.steady``, docs/simulation.md): ``--profile`` names the engine (model, GPUs, step costs fitted to
-published vLLM figures), ``--mix`` the request mix, or a trace's per-row token sums give each window its own
-(``--prompt-tokens-col COL --output-tokens-col COL --count``); ``--slo ttft=2s,itl=100ms`` (the default) bounds
-P99 TTFT and ITL, and a minute violates the SLO when any bound is broken. ``--peak-pods`` counts pods at the
-knee of the mix. ``--engine queue`` is the request queue of ``--pod-capacity`` and ``--service-time``. ``--live``
-runs either engine against the real server.
+The pods are token-level vLLM engines (``adapter.sim.engine`` / ``adapter.sim.steady``, docs/simulation.md):
+``--profile`` names the engine (model, GPUs, step costs fitted to published vLLM figures), ``--mix`` the request
+mix, or a trace's per-row token sums give each window its own (``--prompt-tokens-col COL --output-tokens-col COL
+--count``); ``--slo ttft=2s,itl=100ms`` (the default) bounds P99 TTFT and ITL, and a minute violates the SLO when
+any bound is broken. ``--peak-pods`` counts pods at the knee of the mix. ``--live`` runs the same engines against
+the real server.
 
 The replay starts at ``--start``; ``auto`` (the default) starts at the trace's beginning, or, when a
 policy boosts, after the forecaster's history span (at most a quarter of the trace), which is fed to the
@@ -35,14 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adapter.cli.fleet_options import (
-    DEFAULT_CAPACITY,
-    DEFAULT_SERVICE,
-    add_queueing_arguments,
-    add_trace_layout_arguments,
-    load_trace_args,
-    token_engine,
-)
+from adapter.cli.fleet_options import add_trace_layout_arguments, load_trace_args, token_engine
 
 _DEFAULT_PEAK_PODS = 32.0
 
@@ -61,8 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--peak-pods",
         type=float,
         default=None,
-        help=f"scale the trace so its peak needs this many pods (default {_DEFAULT_PEAK_PODS:g}; at --pod-capacity, "
-        "or at the knee with --engine token)",
+        help=f"scale the trace so its peak needs this many pods at the knee of the mix (default "
+        f"{_DEFAULT_PEAK_PODS:g})",
     )
     src.add_argument("--peak-rps", type=float, default=None, help="or: scale the trace peak to this rate")
     src.add_argument(
@@ -93,38 +85,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     fleet = p.add_argument_group("fleet physics (the same for every policy)")
     fleet.add_argument(
-        "--engine",
-        choices=["token", "queue"],
+        "--profile",
         default=None,
-        help="token (the default): token-level vLLM engines of --profile serving --mix or the "
-        "trace's token columns (docs/simulation.md); queue: the request queue of --pod-capacity / --service-time",
-    )
-    fleet.add_argument("--profile", default=None, help="engine profile with --engine token (default llama3-8b-h100)")
-    fleet.add_argument(
-        "--mix", default=None, help="request mix without token columns, --engine token (default azure-conversation)"
+        help="the token-level vLLM engine of every pod: model, GPUs, step costs (default llama3-8b-h100; "
+        "docs/simulation.md)",
     )
     fleet.add_argument(
-        "--pod-capacity",
-        type=float,
-        default=DEFAULT_CAPACITY,
-        help=f"requests/s one pod completes at a full batch (default {DEFAULT_CAPACITY:g})",
+        "--mix", default=None, help="request mix of a trace without token columns (default azure-conversation)"
     )
-    fleet.add_argument(
-        "--service-time",
-        default=DEFAULT_SERVICE,
-        help=f"mean request time in a lightly loaded batch (default {DEFAULT_SERVICE})",
-    )
-    fleet.add_argument("--latency-sigma", type=float, default=0.6, help="lognormal shape of service times")
     fleet.add_argument("--load-time", default="90s..180s", help="model-load delay range of a new pod")
     fleet.add_argument("--drain-timeout", default="120s", help="terminationGracePeriod of a deleted pod")
-    fleet.add_argument("--gpus-per-pod", type=int, default=2, choices=[1, 2, 4, 8])
     fleet.add_argument(
         "--initial-pods",
         type=int,
         default=None,
         help="ready pods at the start (default: the starting load at the knee, where P99 = SLO)",
     )
-    add_queueing_arguments(fleet)
     fleet.add_argument(
         "--metric-delay",
         default="30s",
@@ -138,12 +114,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     fleet.add_argument("--max-gpus", type=int, default=None, help="GPUs the cluster can grow to (--warm-gpus)")
     fleet.add_argument("--seed", type=int, default=0)
-    p.add_argument("--slo-p99", default="0.8s", help="P99 e2e latency SLO of --engine queue (default 0.8s)")
     p.add_argument(
         "--slo",
         default=None,
-        help="P99 bounds of --engine token, e.g. ttft=2s,itl=100ms (the default) or e2e=30s; a minute violates "
-        "the SLO when any bound is broken",
+        help="P99 bounds, e.g. ttft=2s,itl=100ms (the default) or e2e=30s; a minute violates the SLO when any "
+        "bound is broken",
     )
     p.add_argument("--workers", type=int, default=0, help="processes for the policies (default: CPUs)")
     p.add_argument("--json", required=True, type=Path, help="write the figures here")
@@ -195,8 +170,8 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
 
     from adapter.catalog import load_catalog
     from adapter.hpa.spec import HPASpecError, load_hpa
-    from adapter.sim.config import Deployment, FleetConfig
-    from adapter.sim.fluid import GpuPool
+    from adapter.sim.config import Deployment
+    from adapter.sim.lifecycle import GpuPool
     from adapter.sim.policies import POLICY_NAMES, build_policies
     from adapter.sim.report import table, write_json, write_plot
     from adapter.sim.simulate import SimulationConfig, simulate
@@ -215,32 +190,16 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         )
     names = args.policy or (["boosted"] if args.live else list(POLICY_NAMES))
     policies = build_policies(names, base, catalog)
-    service = parse_duration(args.service_time)
     deployment = Deployment(name=base.scale_target.name or "llm", namespace=base.namespace)
-    fleet = FleetConfig(
-        deployment=deployment,
-        gpus_per_pod=args.gpus_per_pod,
-        capacity_rps=args.pod_capacity,
-        base_service_s=service,
-        latency_sigma=args.latency_sigma,
-        load_delay_s=_load_range(args.load_time),
-        drain_timeout_s=parse_duration(args.drain_timeout),
-        substep_s=min(0.5, service),
-        seed=args.seed,
-    )
+    load_delay, drain_timeout = _load_range(args.load_time), parse_duration(args.drain_timeout)
     trace = load_trace_args(args)
     engine = token_engine(args, trace)
-    capacity = args.pod_capacity
-    if engine is not None:
-        fleet = engine.fleet_config(
-            deployment=deployment,
-            load_delay_s=fleet.load_delay_s,
-            drain_timeout_s=fleet.drain_timeout_s,
-            seed=args.seed,
-        )
-        # A token engine's safe load is its knee, well below saturation for most mixes: the peak needs
-        # --peak-pods pods at the knee (at saturation when no load meets the SLO).
-        capacity = engine.knee() or fleet.capacity_rps
+    fleet = engine.fleet_config(
+        deployment=deployment, load_delay_s=load_delay, drain_timeout_s=drain_timeout, seed=args.seed
+    )
+    # A token engine's safe load is its knee, well below saturation for most mixes: the peak needs
+    # --peak-pods pods at the knee (at saturation when no load meets the SLO).
+    capacity = engine.knee() or fleet.capacity_rps
     if args.peak_rps is not None and args.peak_pods is not None:
         raise ValueError("give --peak-pods or --peak-rps, not both")
     peak = args.peak_rps if args.peak_rps is not None else (args.peak_pods or _DEFAULT_PEAK_PODS) * capacity
@@ -264,15 +223,12 @@ def _run(args: argparse.Namespace, parse_duration: Any) -> int:
         raise ValueError("--max-gpus needs --warm-gpus")
     config = SimulationConfig(
         fleet=fleet,
-        slo_p99_s=parse_duration(args.slo_p99),
+        engine=engine,
         start_s=start,
         duration_s=duration,
         initial_replicas=args.initial_pods,
-        queueing=args.queueing == "mgc",
-        arrival_cv2=args.arrival_cv2,
         metric_delay_s=_delay(args.metric_delay),
         pool=pool,
-        engine=engine,
     )
     if args.live:
         from adapter.demo.live import LiveOptions
@@ -332,7 +288,6 @@ def _run_live(
     from adapter.demo.live import run_live
     from adapter.demo.live_report import compare, live_document, live_lines, offline_twin, write_live_plot
     from adapter.demo.servers import DevServerError
-    from adapter.sim.simulate import physics
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -348,10 +303,9 @@ def _run_live(
     inputs = {
         "start_s": live.start_s,
         "duration_s": config.duration_s,
-        "slo_p99_s": config.slo_p99_s,
         "trace_peak_rps": trace.peak_rps,
         "initial_replicas": live.initial_replicas,
-        "physics": physics(config.fleet) if config.engine is None else config.engine.describe(),
+        "physics": config.engine.describe(),
         "slo": live.slo,
         "scrape_interval_s": options.scrape_interval_s,
     }

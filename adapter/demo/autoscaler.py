@@ -25,9 +25,9 @@ from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import HPASpec
 from adapter.quantity import milli_value, parse_quantity
-from adapter.sim.fleet import FleetSnapshot, PodPhase
 from adapter.sim.observer import pod_info
 from adapter.sim.simulate import SimulationError, SyncRecord
+from adapter.sim.snapshot import FleetSnapshot, PodPhase
 
 API = f"{PREFIX}/v1beta2"
 

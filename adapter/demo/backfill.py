@@ -30,8 +30,8 @@ from pathlib import Path
 from adapter.catalog import ForecastDef
 from adapter.demo.render import VLLM_ENGINE, VLLM_FINISHED_REASONS
 from adapter.exposition import label_pairs
-from adapter.sim.fleet import FleetSnapshot
 from adapter.sim.forecasting import history_points
+from adapter.sim.snapshot import FleetSnapshot
 from adapter.sim.trace import ScaledTrace
 
 PROMTOOL = "promtool"

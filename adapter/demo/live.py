@@ -4,11 +4,9 @@ it, the real adapter, and the HPA model reading the adapter over HTTP.
 Everything runs on 127.0.0.1 and is torn down on exit:
 
 1. the fleet: token-level vLLM engines (``adapter.demo.tokenpods.TokenPods`` around ``adapter.sim.tokenfleet``,
-   the physics of ``simulate --engine token``, with the trace's per-window mix when it has token columns), or the
-   request-queue fleet (``adapter.sim.fleet.Fleet``, with the offline engine's M/G/c waiting before saturation
-   unless ``queueing=False``), advanced by ``FleetRunner`` on a compressed clock: ``speed`` simulated seconds per
-   wall second, for the trace *and* the physics (model load, drain, queues), so a 5-hour run takes 15 minutes at
-   the default speed 20;
+   the physics of the offline ``simulate``, with the trace's per-window mix when it has token columns), advanced
+   by ``FleetRunner`` on a compressed clock: ``speed`` simulated seconds per wall second, for the trace *and* the
+   physics (model load, drain, queues), so a 5-hour run takes 15 minutes at the default speed 20;
 2. its /metrics (``adapter.demo.render``: dcgm-exporter, vLLM's own families and kube-state-metrics series)
    scraped by a throwaway Prometheus every ``scrape_interval_s`` wall seconds;
 3. ``python -m adapter serve --insecure-plain-http --pod-source prometheus`` with the catalog's time windows
@@ -19,10 +17,9 @@ Everything runs on 127.0.0.1 and is torn down on exit:
 Every sync is recorded (``SyncRecord``); ``adapter.demo.autoscaler.replay`` proves the live HPA is the offline model
 fed what it read, and ``adapter.demo.live_report`` sets the run beside the offline engine on the same span.
 
-The run's figures come from the fleet itself: on token engines its own ledger, per simulated minute, as the
-offline engine's (completions, requests and output tokens over each stated TTFT/ITL/e2e bound, drops,
-pod-seconds), so the live and offline summaries count the same things; on the request queue from snapshots of
-each pod's e2e histogram.
+The run's figures come from the fleet itself: its own ledger, per simulated minute, as the offline engine's
+(completions, requests and output tokens over each stated TTFT/ITL/e2e bound, drops, pod-seconds), so the live
+and offline summaries count the same things.
 
 The adapter's own clocks are compressed too: its answer cache (``cache_ttl_seconds``), its pod-membership
 cache (``--pod-cache-ttl``) and its forecast tick (``--forecast-tick``) are divided by ``speed``, so they hold
@@ -35,7 +32,7 @@ import contextlib
 import math
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,9 +50,7 @@ from adapter.demo.exporter import MetricsExporter
 from adapter.demo.runner import FleetRunner
 from adapter.demo.servers import DevServerError, scraping_prometheus
 from adapter.demo.tokenpods import TokenPods
-from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize, violated_minutes
-from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
-from adapter.sim.fleet import Fleet, FleetSnapshot, PodPhase
+from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize
 from adapter.sim.policies import Policy, average_usage
 from adapter.sim.simulate import (
     MINUTE_S,
@@ -63,9 +58,9 @@ from adapter.sim.simulate import (
     SimulationError,
     SyncRecord,
     initial_replicas,
-    knee,
     latency_window,
 )
+from adapter.sim.snapshot import PodPhase
 from adapter.sim.tokenfleet import TokenEngine, oracle_gpu_hours_by_mix
 from adapter.sim.trace import ScaledTrace, TraceClock
 
@@ -97,58 +92,6 @@ class LiveOptions:
 
 
 # -- accounting -------------------------------------------------------------------------------------------------
-
-
-def _count_at_most(cumulative: Sequence[float], completed: float, bound: float) -> float:
-    """Observations <= ``bound`` from cumulative vLLM buckets, interpolated linearly inside a bucket (as
-    histogram_quantile assumes); exact when ``bound`` is a bucket bound (the default SLO 0.8 s is one)."""
-    lower, below = 0.0, 0.0
-    for le, count in zip(VLLM_E2E_LATENCY_BUCKETS, cumulative, strict=False):
-        if bound <= le:
-            return below + (count - below) * (bound - lower) / (le - lower)
-        lower, below = le, count
-    return completed
-
-
-class _Accounts:
-    """Per simulated minute: completions, completions over the SLO, drops, pod-seconds, from snapshots."""
-
-    def __init__(self, start: float, duration: float, slo_s: float) -> None:
-        minutes = max(1, math.ceil(duration / MINUTE_S - 1e-9))
-        self.start, self.slo = start, slo_s
-        self.completions = np.zeros(minutes)
-        self.over = np.zeros(minutes)
-        self.dropped = np.zeros(minutes)
-        self.pod_seconds = np.zeros(minutes)
-        self.peak_waiting = 0.0
-        self._seen: dict[str, tuple[float, float]] = {}
-        self._dropped = 0.0
-        self._first = True
-
-    def add(self, now: float, snapshot: FleetSnapshot, period: float) -> None:
-        m = min(max(int((now - self.start) // MINUTE_S), 0), self.completions.size - 1)
-        seen: dict[str, tuple[float, float]] = {}
-        for pod in snapshot.pods:
-            ok = _count_at_most(pod.latency_buckets, pod.completed, self.slo)
-            seen[pod.name] = (pod.completed, ok)
-            done0, ok0 = self._seen.get(pod.name, (0.0, 0.0))
-            if not self._first:
-                self.completions[m] += pod.completed - done0
-                self.over[m] += (pod.completed - done0) - (ok - ok0)
-        if not self._first:
-            self.dropped[m] += snapshot.dropped - self._dropped
-        self._seen, self._dropped, self._first = seen, snapshot.dropped, False
-        self.pod_seconds[m] += len(snapshot.pods) * period
-        self.peak_waiting = max(self.peak_waiting, sum(p.waiting for p in snapshot.pods))
-
-    def violated(self) -> npt.NDArray[np.bool_]:
-        return violated_minutes(self.completions, self.over, self.dropped)
-
-    def totals(self, desired: _I64, ups: int, downs: int, gpus_per_pod: int) -> RunTotals:
-        return RunTotals(
-            completions=self.completions, over_slo=self.over, dropped=self.dropped, pod_seconds=self.pod_seconds,
-            desired=desired, scale_ups=ups, scale_downs=downs, peak_queue=self.peak_waiting, gpus_per_pod=gpus_per_pod,
-        )  # fmt: skip
 
 
 def token_summary(
@@ -192,8 +135,8 @@ def token_summary(
 class LiveResult:
     """A live run: what every sync read and decided, its replay, and figures like an offline run's.
 
-    ``sync_ttft`` / ``sync_itl``: on token engines, the worst ready pod's TTFT and ITL P99 at each sync (the
-    demo's status-line figure, ``TokenPods.latency_p99``); NaN on the request queue."""
+    ``sync_ttft`` / ``sync_itl``: the worst ready pod's TTFT and ITL P99 at each sync (the demo's status-line
+    figure, ``TokenPods.latency_p99``)."""
 
     policy: str
     records: tuple[SyncRecord, ...]
@@ -242,7 +185,7 @@ class _SimClock:
 
 @contextlib.contextmanager
 def _server_stack(
-    fleet: Fleet | TokenPods, trace: ScaledTrace, clock: _SimClock, catalog_doc: dict[str, Any], options: LiveOptions
+    fleet: TokenPods, trace: ScaledTrace, clock: _SimClock, catalog_doc: dict[str, Any], options: LiveOptions
 ) -> Iterator[tuple[FleetRunner, str]]:
     """Exporter + Prometheus + adapter around ``fleet``; yields (runner, adapter URL). Stops all on exit."""
     say = options.log or (lambda _text: None)
@@ -292,10 +235,10 @@ def _server_stack(
 def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, options: LiveOptions) -> LiveResult:
     """Run ``policy`` in the closed loop for ``config.duration_s`` simulated seconds (see the module doc).
 
-    ``config.engine`` set: token-level engines of that profile, mix and SLO; else the request-queue fleet. The
-    fleet starts at ``config.start_s`` with the initial replicas; the first HPA sync follows a warm-up of whole
-    simulated minutes. Raises ``SimulationError`` for a policy the live loop cannot serve (only Pods metrics: there
-    is no metrics-server for cpu) or when a server cannot be started.
+    The fleet (token-level engines of ``config.engine``'s profile, mix and SLO) starts at ``config.start_s`` with
+    the initial replicas; the first HPA sync follows a warm-up of whole simulated minutes. Raises
+    ``SimulationError`` for a policy the live loop cannot serve (only Pods metrics: there is no metrics-server for
+    cpu) or when a server cannot be started.
     """
     for metric in policy.hpa.metrics:
         if metric.type != "Pods":
@@ -312,18 +255,11 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
     hpa_start = config.start_s + math.ceil(warmup / MINUTE_S - 1e-9) * MINUTE_S
     spec = policy.hpa
     replicas = initial_replicas(trace, replace(config, start_s=hpa_start), spec.min_replicas, spec.max_replicas)
-    fleet: Fleet | TokenPods
-    if config.engine is not None:
-        fleet = TokenPods(config.engine, config.fleet, replicas=replicas, now=config.start_s)
-    else:  # the same waiting before saturation as the offline engine (none with queueing=False)
-        fleet = Fleet(
-            config.fleet, replicas=replicas, now=config.start_s, waits=config.wait_model() if config.queueing else None
-        )
+    fleet = TokenPods(config.engine, config.fleet, replicas=replicas, now=config.start_s)
     clock = _SimClock(config.start_s, options.speed)
     n_syncs = max(1, math.ceil(config.duration_s / period - 1e-9))
     deployment = config.fleet.deployment
     selector = ",".join(f"{k}={v}" for k, v in sorted(deployment.labels.items()))
-    accounts = _Accounts(hpa_start, config.duration_s, config.slo_p99_s)
     records: list[SyncRecord] = []
     rates, readies, usages = np.zeros(n_syncs), np.zeros(n_syncs, dtype=np.int64), np.full(n_syncs, np.nan)
     ttfts, itls = np.full(n_syncs, np.nan), np.full(n_syncs, np.nan)
@@ -353,11 +289,8 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
             if record.desired != record.spec_replicas:
                 ups, downs = (ups + 1, downs) if record.desired > record.spec_replicas else (ups, downs + 1)
             records.append(record)
-            if config.engine is None:
-                accounts.add(now, snapshot, period)
-            else:
-                status = runner.status()
-                ttfts[i], itls[i] = status.ttft_p99_s, status.itl_p99_s
+            status = runner.status()
+            ttfts[i], itls[i] = status.ttft_p99_s, status.itl_p99_s
             rates[i] = trace.rate_at(now).rate
             readies[i] = snapshot.count(PodPhase.READY)
             usage = average_usage(metrics[0])
@@ -370,22 +303,12 @@ def run_live(policy: Policy, trace: ScaledTrace, config: SimulationConfig, optio
                 )
         runner.stop()
         # The last sync's period runs to its end, as offline: the minutes all hold a whole minute of load.
-        if isinstance(fleet, TokenPods):
-            fleet.advance(max(hpa_start + n_syncs * period - fleet.now, 0.0), trace.rate_at(fleet.now).rate)
+        fleet.advance(max(hpa_start + n_syncs * period - fleet.now, 0.0), trace.rate_at(fleet.now).rate)
     wall = time.monotonic() - started
     desired = np.asarray([r.desired for r in records], dtype=np.int64)
-    if isinstance(fleet, TokenPods):
-        minutes = max(1, math.ceil(config.duration_s / MINUTE_S - 1e-9))
-        summary = token_summary(fleet, trace, hpa_start, minutes, desired, ups, downs)
-        slo = dict(fleet.engine.slo.stated)
-    else:
-        per_pod = knee(config)
-        minute_rates = np.asarray(
-            [trace.rate_at(hpa_start + m * MINUTE_S).rate for m in range(accounts.completions.size)]
-        )
-        oracle = oracle_gpu_hours(minute_rates, per_pod, config.fleet.gpus_per_pod) if per_pod > 0 else None
-        summary = summarize(accounts.totals(desired, ups, downs, config.fleet.gpus_per_pod), oracle_gpu_hours=oracle)
-        slo = {"e2e": config.slo_p99_s}
+    minutes = max(1, math.ceil(config.duration_s / MINUTE_S - 1e-9))
+    summary = token_summary(fleet, trace, hpa_start, minutes, desired, ups, downs)
+    slo = dict(fleet.engine.slo.stated)
     return LiveResult(
         policy=policy.name,
         records=tuple(records),

@@ -3,7 +3,7 @@ it prints and the PNG.
 
 ``offline_twin`` runs the offline engine over the live run's span from the same initial replicas and physics;
 ``compare`` sets the two side by side (replicas sync by sync, and each run's summary: violation minutes, per stated
-bound on token engines, GPU-hours, x oracle). The figures are not identical: live values lag by the scrape interval
+bound, GPU-hours, x oracle). The figures are not identical: live values lag by the scrape interval
 and the server's PromQL windows, and the live fleet advances in clock ticks, not trace windows. What must be
 identical is the replay (``adapter.demo.autoscaler.replay``), the check that decides the exit code.
 
@@ -31,9 +31,8 @@ _BOUND_LABELS = {"ttft": "TTFT min", "itl": "ITL min", "e2e": "e2e min"}
 def offline_twin(
     policy: Policy, trace: ScaledTrace, config: SimulationConfig, live: LiveResult, catalog: Catalog
 ) -> PolicyRun:
-    """The offline engine over the live run's span, from the same initial replicas and physics (token engines, or
-    the request queue waiting before saturation as the live one does); the values the live HPA reads are about one
-    scrape interval old, so that is the twin's ``metric_delay_s`` (rounded to whole syncs)."""
+    """The offline engine over the live run's span, from the same initial replicas and physics; the values the live
+    HPA reads are about one scrape interval old, so that is the twin's ``metric_delay_s`` (rounded to whole syncs)."""
     scrape_sim_s = live.scrape_interval_s * live.speed
     twin = replace(
         config,
@@ -53,7 +52,7 @@ def compare(live: LiveResult, offline: PolicyRun) -> dict[str, Any]:
     b = offline.sync_desired[:n].astype(np.float64)
     corr = float(np.corrcoef(a, b)[0, 1]) if n > 1 and a.std() > 0 and b.std() > 0 else None
     minutes: dict[str, dict[str, Any]] = {}
-    for bound in ("slo", *(live.slo if live.sync_ttft.size else ())):  # per stated bound on token engines
+    for bound in ("slo", *(live.slo if live.sync_ttft.size else ())):  # and per stated bound
         key = f"{bound}_violation_minutes"
         minutes[bound] = {"live": live.summary.get(key), "offline": offline.summary.get(key)}
     return {

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from adapter.exposition import label_pairs
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, FleetSnapshot, GpuSnapshot, PodPhase, PodSnapshot
+from adapter.sim.snapshot import FleetSnapshot, GpuSnapshot, PodPhase
 from adapter.sim.vllm_families import EngineCounters, render_vllm
 
 DCGM_DRIVER_VERSION = "580.105.08"  # as in the shared dcgm-exporter samples
@@ -140,46 +140,6 @@ def _render_dcgm(snapshot: FleetSnapshot, exported_nodes: frozenset[str], out: l
         family.write(out)
 
 
-def _vllm_labels(snapshot: FleetSnapshot, pod: PodSnapshot) -> list[tuple[str, str]]:
-    dep = snapshot.deployment
-    # vLLM's own labels are engine and model_name; namespace/pod/container are what Prometheus adds for a
-    # pod target, carried here so they attribute with honor_labels: true.
-    return [
-        ("container", dep.container),
-        ("engine", VLLM_ENGINE),
-        ("model_name", dep.model_name),
-        ("namespace", pod.namespace),
-        ("pod", pod.name),
-    ]
-
-
-def _render_vllm(snapshot: FleetSnapshot, out: list[str]) -> None:
-    running = _Family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
-    waiting = _Family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
-    kv = _Family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.")
-    success = _Family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
-    e2e = _Family("vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds.")
-    # A loading pod's vLLM server is not up yet: it has no /metrics, so it has no series.
-    for pod in (p for p in snapshot.pods if p.serving):
-        base = _vllm_labels(snapshot, pod)
-        running.add(base, _float(round(pod.running)))
-        waiting.add(base, _float(round(pod.waiting)))
-        kv.add(base, _float(round(pod.kv_cache_usage, 6)))
-        # Whole requests only: the model's counts are fluid; floors of monotone sums stay monotone.
-        count = math.floor(pod.completed)
-        for reason in VLLM_FINISHED_REASONS:
-            labels = [*base[:2], ("finished_reason", reason), *base[2:]]
-            success.add(labels, _float(count if reason == "stop" else 0))
-        for le, cumulative in zip(VLLM_E2E_LATENCY_BUCKETS, pod.latency_buckets, strict=False):
-            labels = [*base[:2], ("le", _float(le)), *base[2:]]
-            e2e.add(labels, _float(min(math.floor(cumulative), count)), "_bucket")
-        e2e.add([*base[:2], ("le", "+Inf"), *base[2:]], _float(count), "_bucket")
-        e2e.add(base, _float(count), "_count")
-        e2e.add(base, _float(pod.latency_sum), "_sum")
-    for family in (running, waiting, kv, success, e2e):
-        family.write(out)
-
-
 def _render_ksm(snapshot: FleetSnapshot, epoch: float, out: list[str]) -> None:
     dep = snapshot.deployment
     rs_hash = snapshot.replicaset.rsplit("-", 1)[1]
@@ -289,21 +249,18 @@ def render_metrics(
     epoch: float = 0.0,
     exported_nodes: Iterable[str] = (),
     hpa: HpaStatus | None = None,
-    engines: Mapping[str, EngineCounters] | None = None,
+    engines: Mapping[str, EngineCounters],
 ) -> str:
     """Prometheus text exposition (format 0.0.4) for the whole fleet.
 
     ``epoch`` is the Unix time at fleet time 0 (used for ``kube_pod_deletion_timestamp``).
     GPUs on ``exported_nodes`` get the ``exported_pod``/``exported_namespace`` label layout.
-    ``hpa``, when an autoscaler drives the fleet, adds its kube-state-metrics series. ``engines`` (token-level
-    engines by pod name) replaces the request-queue pods' vLLM series with vLLM's full families.
+    ``hpa``, when an autoscaler drives the fleet, adds its kube-state-metrics series. ``engines`` (the vLLM
+    engines' counters by pod name) give each serving pod vLLM's families.
     """
     out: list[str] = []
     _render_dcgm(snapshot, frozenset(exported_nodes), out)
-    if engines is None:
-        _render_vllm(snapshot, out)
-    else:
-        _render_engines(snapshot, engines, out)
+    _render_engines(snapshot, engines, out)
     _render_ksm(snapshot, epoch, out)
     if hpa is not None:
         _render_hpa(hpa, out)

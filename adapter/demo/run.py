@@ -50,7 +50,7 @@ from adapter.demo.servers import DevServerError, free_port, scraping_prometheus
 from adapter.demo.timeline import Sample, Timeline
 from adapter.demo.tokenpods import TokenPods
 from adapter.demo.view import AdapterView, kubectl_command, metric_paths, read_view, status_line
-from adapter.sim.fleet import Deployment, FleetConfig
+from adapter.sim.config import Deployment, FleetConfig
 from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.slo import DEFAULT_SLO
 from adapter.sim.tokenfleet import TokenEngine
@@ -59,7 +59,6 @@ from adapter.sim.trace import ScaledTrace, TraceClock, default_trace_path, load_
 DEFAULT_SPEED = 60.0  # a simulated hour per wall minute
 DEFAULT_SCRAPE_S = 0.5  # 4 scrapes in the 2-minute latency window at speed 60
 HPA_SYNC_S = 15.0  # the controller's --horizontal-pod-autoscaler-sync-period default (simulated seconds)
-SLO_P99_S = 0.8  # the P99 the plot compares against: the catalog composite's latency target
 SAMPLE_EVERY_S = 1.0  # wall seconds between timeline samples
 DEMO_JOB = "llm-demo-fleet"
 ADAPTER_JOB = "llm-hpa-adapter"
@@ -203,7 +202,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
-    timeline = Timeline(slo_p99_s=SLO_P99_S, speed=options.speed, autoscale=options.autoscale)
+    timeline = Timeline(speed=options.speed, autoscale=options.autoscale)
     bounds = demo_engine(options.profile).slo
     timeline.slo_ttft_s, timeline.slo_itl_s = bounds.ttft_s, bounds.itl_s
     clean = False
@@ -336,7 +335,7 @@ def run_demo(options: DemoOptions, *, out: TextIO = sys.stdout) -> int:
                     status = runner.status()
                     timeline.add(Sample(
                         sim_time_s=status.sim_time_s, arrivals_rps=status.rate.rate, desired=status.desired,
-                        ready=status.ready, worst_p99_s=status.worst_p99_s, composite=view.composite,
+                        ready=status.ready, composite=view.composite,
                         boost=view.boost, boosted=view.boosted, forecast_rps=view.forecast_rps,
                         ttft_p99_s=status.ttft_p99_s, itl_p99_s=status.itl_p99_s,
                     ))  # fmt: skip

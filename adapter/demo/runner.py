@@ -7,7 +7,6 @@ fleet's /metrics body (``adapter.demo.render``) as of the last tick, ``status()`
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapter.demo.render import HpaStatus, render_metrics
-from adapter.sim.fleet import Fleet, FleetSnapshot, PodPhase
+from adapter.sim.snapshot import FleetSnapshot, PodPhase
 from adapter.sim.trace import RateSample, ScaledTrace, TraceClock
 
 if TYPE_CHECKING:
@@ -36,24 +35,22 @@ class RunnerStatus:
     terminating: int
     waiting: float
     running: float
-    worst_p99_s: float
     dropped: float
-    ttft_p99_s: float = math.nan  # token-level engines: the worst ready pod's TTFT and ITL P99 now
-    itl_p99_s: float = math.nan
+    ttft_p99_s: float  # the worst ready pod's TTFT and ITL P99 now
+    itl_p99_s: float
 
 
 class FleetRunner:
-    """Advances a ``Fleet`` (request queue) or ``TokenPods`` (token engines) on a clock, fed by a ``ScaledTrace``
-    played through a ``TraceClock``.
+    """Advances ``TokenPods`` on a clock, fed by a ``ScaledTrace`` played through a ``TraceClock``.
 
     Thread-safe: every method takes the runner's lock. ``tick(wall)`` advances the fleet to ``wall`` (seconds on
     the clock's time base: ``monotonic``, which the demo and ``simulate --live`` make the simulated clock) at the
-    trace's rate, and on token engines its mix, of the interval's start.
+    trace's rate and mix of the interval's start.
     """
 
     def __init__(
         self,
-        fleet: Fleet | TokenPods,
+        fleet: TokenPods,
         trace: ScaledTrace,
         clock: TraceClock,
         *,
@@ -88,8 +85,7 @@ class FleetRunner:
                 return
             sim = self.clock.sim_time(self._last_wall)
             self._rate = self.trace.rate_at(sim)
-            if not isinstance(self.fleet, Fleet):  # token engines serve the window's own mix, if the trace has one
-                self.fleet.set_mix(self.trace.mix_at(sim))
+            self.fleet.set_mix(self.trace.mix_at(sim))  # the window's own mix, if the trace has one
             self.fleet.advance(dt, self._rate.rate)
             self._last_wall = wall
 
@@ -112,7 +108,7 @@ class FleetRunner:
         """The /metrics body as of the last tick."""
         with self._lock:
             snap = self.fleet.snapshot()
-            engines = None if isinstance(self.fleet, Fleet) else self.fleet.engine_counters()
+            engines = self.fleet.engine_counters()
             epoch = self._epoch
             hpa = self._hpa
         return render_metrics(snap, epoch=epoch, exported_nodes=self.exported_nodes, hpa=hpa, engines=engines)
@@ -123,7 +119,7 @@ class FleetRunner:
             snap = self.fleet.snapshot()
             rate = self._rate
             sim = self.clock.sim_time(self._last_wall)
-            ttft, itl = (math.nan, math.nan) if isinstance(self.fleet, Fleet) else self.fleet.latency_p99()
+            ttft, itl = self.fleet.latency_p99()
         serving = [p for p in snap.pods if p.serving]
         return RunnerStatus(
             sim_time_s=sim,
@@ -134,7 +130,6 @@ class FleetRunner:
             terminating=snap.count(PodPhase.TERMINATING),
             waiting=sum(p.waiting for p in serving),
             running=sum(p.running for p in serving),
-            worst_p99_s=max((p.p99_latency_s for p in serving), default=0.0),
             dropped=snap.dropped,
             ttft_p99_s=ttft,
             itl_p99_s=itl,

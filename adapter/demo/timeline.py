@@ -24,12 +24,11 @@ class Sample:
     arrivals_rps: float
     desired: int
     ready: int
-    worst_p99_s: float
     composite: float = math.nan
     boost: float = math.nan
     boosted: float = math.nan
     forecast_rps: float = math.nan
-    ttft_p99_s: float = math.nan  # token-level engines: the worst ready pod's TTFT and ITL P99
+    ttft_p99_s: float = math.nan  # the worst ready pod's TTFT and ITL P99
     itl_p99_s: float = math.nan
 
 
@@ -37,11 +36,10 @@ class Sample:
 class Timeline:
     """Samples in time order, plus what the plot needs to label them."""
 
-    slo_p99_s: float
     speed: float
     autoscale: bool
     samples: list[Sample] = field(default_factory=list)
-    slo_ttft_s: float | None = None  # token-level engines: the TTFT and ITL P99 bounds the plot draws
+    slo_ttft_s: float | None = None  # the TTFT and ITL P99 bounds the plot draws (None: not stated)
     slo_itl_s: float | None = None
     max_replicas: int | None = None  # the HPA's maxReplicas (autoscale)
     trace_peak_rps: float | None = None  # the scaled trace's peak arrival rate (simulated requests/s)
@@ -58,7 +56,6 @@ class Timeline:
         return {
             "speed": self.speed,
             "autoscale": self.autoscale,
-            "slo_p99_s": self.slo_p99_s,
             "slo_ttft_s": self.slo_ttft_s,
             "slo_itl_s": self.slo_itl_s,
             "max_replicas": self.max_replicas,
@@ -103,17 +100,15 @@ class Timeline:
         ax_comp.axhline(1.0, color="grey", linewidth=0.8)
         ax_comp.set_ylabel("Deployment value")
         ax_comp.legend(loc="upper left", fontsize=8)
+        ax_p99.plot(hours, [x.ttft_p99_s for x in s], color="tab:red", label="worst pod TTFT P99")
+        ax_p99.plot(hours, [x.itl_p99_s for x in s], color="tab:blue", label="worst pod ITL P99")
         if self.slo_ttft_s is not None:
-            ax_p99.plot(hours, [x.ttft_p99_s for x in s], color="tab:red", label="worst pod TTFT P99")
             ax_p99.axhline(self.slo_ttft_s, color="tab:red", linestyle="--", label=f"TTFT SLO {self.slo_ttft_s:g} s")
-            if self.slo_itl_s is not None:
-                ax_p99.plot(hours, [x.itl_p99_s for x in s], color="tab:blue", label="worst pod ITL P99")
-                ax_p99.axhline(self.slo_itl_s, color="tab:blue", linestyle="--",
-                               label=f"ITL SLO {self.slo_itl_s * 1000:g} ms")  # fmt: skip
-            ax_p99.set_yscale("log")
-        else:
-            ax_p99.plot(hours, [x.worst_p99_s for x in s], color="tab:red", label="worst pod P99")
-            ax_p99.axhline(self.slo_p99_s, color="grey", linestyle="--", label=f"SLO {self.slo_p99_s:g} s")
+        if self.slo_itl_s is not None:
+            ax_p99.axhline(
+                self.slo_itl_s, color="tab:blue", linestyle="--", label=f"ITL SLO {self.slo_itl_s * 1000:g} ms"
+            )
+        ax_p99.set_yscale("log")
         ax_p99.set_ylabel("latency (s)")
         ax_p99.set_xlabel("simulated hours (day 0 = 0 h)")
         ax_p99.legend(loc="upper left", fontsize=8)

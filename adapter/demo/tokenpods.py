@@ -1,7 +1,7 @@
 """The demo's fleet on the token-level engine: a ``TokenFleet`` seen as Kubernetes pods on GPU nodes.
 
-``TokenPods`` drives ``adapter.sim.tokenfleet.TokenFleet(families=True)`` -- the physics ``simulate --engine
-token`` and ``calibrate --simulate --engine token`` use -- with the interface ``FleetRunner`` and the demo's
+``TokenPods`` drives ``adapter.sim.tokenfleet.TokenFleet(families=True)`` -- the physics ``simulate`` and
+``calibrate --simulate`` use -- with the interface ``FleetRunner`` and the demo's
 ``Autoscaler`` read (``now``, ``advance(dt, rate)``, ``set_replicas``, ``snapshot()``), and gives every pod what a
 cluster shows of it: a name in its ReplicaSet, a uid, a node and GPUs. Pure (no clock, no thread).
 
@@ -21,13 +21,13 @@ import random
 import numpy as np
 
 from adapter.sim.config import PCI_BUSES, FleetConfig
-from adapter.sim.fleet import FleetSnapshot, GpuSnapshot, PodPhase, PodSnapshot
 from adapter.sim.latency import SLO_QUANTILE
+from adapter.sim.snapshot import FleetSnapshot, GpuSnapshot, PodPhase, PodSnapshot
 from adapter.sim.tokenfleet import TokenEngine, TokenFleet
 from adapter.sim.vllm_families import EngineCounters
 
 _K8S_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand (``alphanums``)
-_CUDA_CONTEXT_MIB = 520.0  # as adapter.sim.fleet: framebuffer a CUDA context takes before any weights
+_CUDA_CONTEXT_MIB = 520.0  # framebuffer a CUDA context takes before any weights
 _HORIZON_S = 30 * 86400.0  # the fleet's ledger span; minutes beyond it fold into the last one
 
 
@@ -106,7 +106,7 @@ class TokenPods:
         return point.ttft_quantile(SLO_QUANTILE) + backlog, point.itl_quantile(SLO_QUANTILE)
 
     def snapshot(self) -> FleetSnapshot:
-        """The fleet now, as pods and GPUs (``adapter.sim.fleet``'s snapshot types)."""
+        """The fleet now, as pods and GPUs (``adapter.sim.snapshot``'s types)."""
         cfg = self.config
         dep = cfg.deployment
         fleet = self.fleet
@@ -130,10 +130,9 @@ class TokenPods:
                     phase=PodPhase.READY if ready[k] else PodPhase.LOADING,
                     created_at=float(fleet.created[k]), ready_at=float(fleet.ready_at[k]), deleted_at=None,
                     gpu_uuids=tuple(self._uuids[slot * cfg.gpus_per_pod + g] for g in range(cfg.gpus_per_pod)),
-                    arrival_rate=share if ready[k] else 0.0, throughput=share if ready[k] else 0.0,
+                    arrival_rate=share if ready[k] else 0.0,
                     waiting=float(waiting[k]), running=float(fleet.running[k]), kv_cache_usage=float(usage[k]),
-                    p99_latency_s=0.0, completed=float(cum[-1]), latency_sum=0.0,
-                    latency_buckets=tuple(float(x) for x in cum[:-1]),
+                    completed=float(cum[-1]), latency_buckets=tuple(float(x) for x in cum[:-1]),
                 )
             )  # fmt: skip
         gpus = []

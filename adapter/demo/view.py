@@ -60,11 +60,7 @@ def status_line(status: RunnerStatus, view: AdapterView | None = None) -> str:
         f"[{format_sim_time(status.sim_time_s)}] arrivals {rate} | replicas {status.desired} "
         f"(ready {status.ready}, loading {status.loading}, terminating {status.terminating}) | "
         f"waiting {status.waiting:.0f} running {status.running:.0f} | "
-        + (
-            f"worst P99 {status.worst_p99_s:.1f}s"
-            if math.isnan(status.ttft_p99_s)
-            else f"worst TTFT P99 {status.ttft_p99_s:.2f}s, ITL P99 {status.itl_p99_s * 1000:.0f}ms"
-        )
+        f"worst TTFT P99 {status.ttft_p99_s:.2f}s, ITL P99 {status.itl_p99_s * 1000:.0f}ms"
     )
     if view is not None:
         forecast = (

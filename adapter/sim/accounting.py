@@ -4,7 +4,7 @@ A minute violates the SLO when more than 1 % of its requests (dropped ones inclu
 the SLO, i.e. its P99 is above it. GPU-hours count every pod that exists (loading, pending and draining
 pods hold or wait for their GPUs too). ``oracle_gpu_hours`` is the clairvoyant's bound: in every minute
 exactly ``ceil(arrivals / knee)`` pods that start instantly, each carrying at most ``knee`` requests/s,
-the per-pod load at which the P99 still meets the SLO (``adapter.sim.latency.knee_rate``).
+the per-pod load at which the P99 still meets the SLO (``adapter.sim.tokenfleet.TokenEngine.knee``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The simulated fleet's configuration vocabulary: the accelerator, the Deployment, the fleet's parameters.
 
-Shared by the step-by-step fleet (``adapter.sim.fleet``), the queueing model (``adapter.sim.latency``), the
-fluid and token-level fleets and the tools that build them, so that none of them imports another for its types.
+Shared by the fleet (``adapter.sim.lifecycle``, ``adapter.sim.tokenfleet``), the snapshots of it the demo exports
+(``adapter.sim.snapshot``) and the tools that build them, so that none of them imports another for its types.
 """
 
 from __future__ import annotations
@@ -57,17 +57,11 @@ class FleetConfig:
     gpus_per_pod: int = 2
     gpus_per_node: int = 8
     gpu: GpuModel = field(default_factory=GpuModel)
-    capacity_rps: float = 10.0  # saturated throughput of one pod (requests/s)
-    base_service_s: float = 2.0  # mean time a request spends in a lightly loaded batch
-    batch_slowdown: float = 0.5  # a full batch makes each request this much slower (relative)
-    latency_sigma: float = 0.6  # lognormal shape of service times (spread of output lengths)
+    capacity_rps: float = 10.0  # saturated throughput of one pod (requests/s; TokenEngine: at its default mix)
     max_queue: float = 512.0  # waiting requests beyond this are rejected
     load_delay_s: tuple[float, float] = (90.0, 180.0)  # model-load time range for a new pod
     drain_timeout_s: float = 120.0  # terminationGracePeriod: what is still in flight then is lost
     model_weights_mib: float = 15_400.0  # whole model (bf16 Llama-3-8B), split over the pod's GPUs
-    kv_cache_mib_per_gpu: float = 48_000.0  # KV cache per GPU when the batch is full
-    kv_full_usage: float = 0.92  # vllm:kv_cache_usage_perc at a full batch
-    substep_s: float = 0.5  # integration step; advance() splits longer intervals
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -75,29 +69,13 @@ class FleetConfig:
             raise ValueError(f"gpus_per_pod ({self.gpus_per_pod}) must divide gpus_per_node ({self.gpus_per_node})")
         if self.gpus_per_node > len(PCI_BUSES):
             raise ValueError(f"gpus_per_node must be at most {len(PCI_BUSES)}")
-        for name in ("capacity_rps", "base_service_s", "latency_sigma", "substep_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive")
-        if self.batch_slowdown < 0 or self.max_queue < 0 or self.drain_timeout_s < 0:
-            raise ValueError("batch_slowdown, max_queue and drain_timeout_s must not be negative")
+        if not self.capacity_rps > 0:
+            raise ValueError("capacity_rps must be positive")
+        if self.max_queue < 0 or self.drain_timeout_s < 0:
+            raise ValueError("max_queue and drain_timeout_s must not be negative")
         low, high = self.load_delay_s
         if not 0 <= low <= high:
             raise ValueError(f"load_delay_s must be a range 0 <= low <= high, got {self.load_delay_s}")
-        # Explicit integration is stable (never completes more than is running) only for steps <= S.
-        if self.substep_s > self.base_service_s:
-            raise ValueError("substep_s must not exceed base_service_s")
-        if not 0 < self.kv_full_usage <= 1:
-            raise ValueError("kv_full_usage must be in (0, 1]")
-
-    @property
-    def batch_slots(self) -> float:
-        """Requests a pod runs at once when saturated: Little's law, capacity x full-batch service time."""
-        return self.capacity_rps * self.full_batch_service_s
-
-    @property
-    def full_batch_service_s(self) -> float:
-        """Mean service time of a request in a full batch."""
-        return self.base_service_s * (1.0 + self.batch_slowdown)
 
 
 def named(table: Mapping[str, _T], name: str, what: str) -> _T:

@@ -23,7 +23,8 @@ import numpy.typing as npt
 
 from adapter.catalog import ForecastDef
 from adapter.forecast_service import ForecastService, ForecastState, fit_history
-from adapter.sim.fluid import MINUTE_S, FluidFleet, SimulationError
+from adapter.sim.lifecycle import MINUTE_S, SimulationError
+from adapter.sim.tokenfleet import TokenFleet
 from adapter.sim.trace import ScaledTrace
 
 _F64 = npt.NDArray[np.float64]
@@ -161,7 +162,7 @@ class BoostTracker:
         return 1.0 if self.state is None else self.state.boost
 
 
-def in_flight(fleet: FluidFleet, now: float) -> tuple[npt.NDArray[np.int64], _F64]:
+def in_flight(fleet: TokenFleet, now: float) -> tuple[npt.NDArray[np.int64], _F64]:
     """The serving pods' ids and what their gauges read: ``vllm:num_requests_waiting`` +
     ``vllm:num_requests_running`` (a pod that is still loading its model exports nothing)."""
     ready = fleet.ready_mask(now)

@@ -1,8 +1,8 @@
-"""What the metrics pipeline shows the HPA of a ``FluidFleet``: per-pod values, late, and the pod list.
+"""What the metrics pipeline shows the HPA of a ``TokenFleet``: per-pod values, late, and the pod list.
 
 ``Observer.view`` reads the fleet at a sync as dcgm-exporter, vLLM and the catalog's PromQL would: GPU
 utilization per GPU is ``100 (1 - exp(-batch))`` (2 % while loading) plus N(0, 1) noise, rounded as
-dcgm-exporter prints it; the queue is vLLM's ``num_requests_waiting`` (``FluidFleet.queue_depth``); the
+dcgm-exporter prints it; the queue is vLLM's ``num_requests_waiting`` (``TokenFleet.queue_depth``); the
 latency P99s (e2e; TTFT and ITL from a token fleet's vLLM histograms) are histogram_quantile(0.99) over the
 pod's histogram increase in the last ``latency_window_s``.
 
@@ -25,9 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.hpa.replicas import PodInfo
-from adapter.sim.fluid import FluidFleet, SimulationError
 from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
+from adapter.sim.lifecycle import SimulationError
 from adapter.sim.policies import CpuModel, PodView
+from adapter.sim.tokenfleet import TokenFleet
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
@@ -63,7 +64,7 @@ class Observer:
 
     def __init__(
         self,
-        fleet: FluidFleet,
+        fleet: TokenFleet,
         *,
         latency_window_s: float,
         cpu: CpuModel,

@@ -115,7 +115,8 @@ class PodView:
     ``serving`` is False for a pod still loading its model: it has GPU series but no vLLM series yet.
     ``gpu_util`` holds one column per GPU of the pod (percent, as dcgm-exporter prints them: integers).
     ``latency_p99`` (e2e) is NaN where no request completed in the latency window (the term is then missing);
-    ``ttft_p99`` and ``itl_p99`` likewise, from vLLM's TTFT and ITL histograms (None without token engines).
+    ``ttft_p99`` and ``itl_p99`` likewise, from vLLM's TTFT and ITL histograms (None when the fleet does not count
+    them: it counts only the histograms the policy reads).
     ``running`` (vLLM's ``num_requests_running``) and ``kv_cache_usage`` (``kv_cache_usage_perc``, 0..1) are
     the non-saturating engine signals a composite may read; None when the observer does not provide them.
     """
@@ -353,7 +354,9 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
     if metric in (TTFT_METRIC, ITL_METRIC):
         values = view.ttft_p99 if metric == TTFT_METRIC else view.itl_p99
         if values is None:
-            raise PolicyError(f"the metric {metric!r} needs token-level engines (--engine token)")
+            raise PolicyError(
+                f"the metric {metric!r} needs vLLM's TTFT and ITL histograms, which this fleet does not count"
+            )
         return _values(names, values, view.serving)
     if catalog.forecast is not None and metric == catalog.forecast.boosted:
         base = catalog.composites[catalog.forecast.base]

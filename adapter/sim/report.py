@@ -202,8 +202,8 @@ def write_plot(result: SimulationResult, path: Path, *, title: str | None = None
     start = float(result.inputs["start_s"])  # type: ignore[arg-type]
     end = float(result.inputs["end_s"])  # type: ignore[arg-type]
     physics: dict[str, Any] = result.inputs["physics"]  # type: ignore[assignment]
-    # A token engine's pods saturate at a rate that depends on the mix: the default mix's is the "capacity".
-    capacity = float(physics.get("capacity_rps") or physics["saturation_rps_per_pod"])
+    # A pod saturates at a rate that depends on the mix: the default mix's is the "capacity".
+    capacity = float(physics["saturation_rps_per_pod"])
     bounds: dict[str, float] = result.inputs.get("slo") or {}  # type: ignore[assignment]
     slo_text = ", ".join(f"{k.upper()} P99 <= {v:g} s" for k, v in bounds.items())
     runs = result.runs

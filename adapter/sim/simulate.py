@@ -10,20 +10,20 @@ controller's default) of simulated time the engine:
    ``adapter.forecast_service.fit_history`` refit once per forecast step for the boost, ``adapter.sim.forecasting``,
    warmed with the trace's demand before the replay);
 3. runs one ``HPAModel.reconcile`` and applies a rescale to the fleet;
-4. advances the fleet to the next sync under the trace's arrival rate (``adapter.sim.fluid``: the
-   fluid model of a continuous-batching pod, with M/G/c waiting below capacity from
-   ``adapter.sim.latency`` and, optionally, a GPU pool whose extra nodes take minutes to arrive).
+4. advances the fleet to the next sync under the trace's arrival rate and mix (``adapter.sim.tokenfleet``:
+   token-level vLLM engines, each in the steady state of its share of the load or behind a backlog, on the
+   pods of ``adapter.sim.lifecycle`` with, optionally, a GPU pool whose extra nodes take minutes to arrive).
 
 Every policy starts with the fleet sized for the first minute's load: ``ceil(rate / knee)`` ready pods,
-where the knee is the per-pod load at which the P99 meets the SLO (``latency.knee_rate``), so no policy
-pays a start-up violation. Every run reports the oracle lower bound (``accounting.oracle_gpu_hours``):
+where the knee is the per-pod load at which every stated SLO bound holds at P99 (``TokenEngine.knee``), so no
+policy pays a start-up violation. Every run reports the oracle lower bound (``accounting.oracle_gpu_hours``):
 the GPU-hours of a clairvoyant whose pods start instantly and each carry the knee load, and the run's
 GPU-hours as a multiple of it.
 
-Runtime: the 14-day shared trace (80,640 syncs per policy) took 117 s of CPU for gpu, composite and
-boosted together (312 s wall in 2 processes on a machine loaded by other jobs). The composite policies
-cost most: the server's ``fuse`` runs at every sync, and the forecast refits once per 5-minute step (ses:
-~2 ms a fit); below capacity the latency distribution is one cached vector per arrival rate.
+Runtime (``benchmarks/sim_engine.py``, one worker on 2 shared cores): the 14-day shared trace (80,640 syncs per
+policy) replays in 25 s for gpu and 66 s for boosted. The composite policies cost most: the server's ``fuse`` runs
+at every sync, and the forecast refits once per 5-minute step; each pod's engine is the fast model's steady state,
+cached per mix and arrival rate.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, static_peak_gpu_hours, summarize, violated_minutes
 from adapter.sim.config import FleetConfig
-from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool, SimulationError
 from adapter.sim.forecasting import BoostTracker, history_span_s, in_flight, warmup_history
-from adapter.sim.latency import SLO_QUANTILE, UPPER, WaitModel, histogram_quantile, knee_rate
+from adapter.sim.latency import SLO_QUANTILE, UPPER, histogram_quantile
+from adapter.sim.lifecycle import MINUTE_S, GpuPool, SimulationError
 from adapter.sim.observer import DEFAULT_METRIC_DELAY_S, Observer
 from adapter.sim.policies import (
     ITL_METRIC,
@@ -86,61 +86,44 @@ _EPS = 1e-9
 
 @dataclass(frozen=True)
 class SimulationConfig:
-    """Everything but the policy: physics (``fleet``), SLO, time span, observation model.
+    """Everything but the policy: the pods (``fleet``), their engines and SLO (``engine``), time span,
+    observation model.
 
     ``start_s`` is a trace time (seconds since the trace's day 0, 00:00) and a multiple of the sync
     period; ``duration_s`` None runs to the end of the trace. ``initial_replicas`` None starts every
-    policy with ``ceil(rate / knee)`` ready pods for the load at ``start_s``. ``queueing`` False is the
-    fluid model (no wait below capacity), ``arrival_cv2`` the arrivals' squared coefficient of variation
-    (1: Poisson). ``metric_delay_s`` is how old the values the HPA reads are (a multiple of the sync
-    period). ``pool`` None: a new pod always finds a GPU. ``warm_forecast`` feeds the forecaster the
-    trace's demand before ``start_s`` as history.
+    policy with ``ceil(rate / knee)`` ready pods for the load at ``start_s``. ``metric_delay_s`` is how old
+    the values the HPA reads are (a multiple of the sync period). ``pool`` None: a new pod always finds a GPU.
+    ``warm_forecast`` feeds the forecaster the trace's demand before ``start_s`` as history.
     """
 
     fleet: FleetConfig
-    slo_p99_s: float = 0.8
+    engine: TokenEngine
     start_s: float = 0.0
     duration_s: float | None = None
     sync_period_s: float = SYNC_PERIOD_S
     initial_replicas: int | None = None
     cpu: CpuModel = field(default_factory=CpuModel)
-    samples: int = 6  # integration points per interval for the latency distribution
     record_syncs: bool = False
-    queueing: bool = True
-    arrival_cv2: float = 1.0
     metric_delay_s: float = DEFAULT_METRIC_DELAY_S
     pool: GpuPool | None = None
     warm_forecast: bool = True
-    engine: TokenEngine | None = None  # None: the request-queue physics of ``fleet``; else token-level engines
 
     def __post_init__(self) -> None:
-        if not self.slo_p99_s > 0:
-            raise SimulationError("the SLO must be positive")
         if not self.sync_period_s > 0 or MINUTE_S % self.sync_period_s > _EPS:
             raise SimulationError("the sync period must divide a minute")
         if self.duration_s is not None and not self.duration_s > 0:
             raise SimulationError("the duration must be positive")
         if self.start_s < 0 or abs(self.start_s / self.sync_period_s - round(self.start_s / self.sync_period_s)) > _EPS:
             raise SimulationError("the start must be a non-negative multiple of the sync period")
-        if self.samples < 1:
-            raise SimulationError("samples must be at least 1")
         steps = self.metric_delay_s / self.sync_period_s
         if self.metric_delay_s < 0 or abs(steps - round(steps)) > 1e-6:
             raise SimulationError("the metric delay must be a non-negative multiple of the sync period")
-        if not (self.arrival_cv2 >= 0 and math.isfinite(self.arrival_cv2)):
-            raise SimulationError("arrival_cv2 must be a finite number >= 0")
-
-    def wait_model(self) -> WaitModel:
-        """The fleet's waiting-time model under this configuration."""
-        return WaitModel(self.fleet, arrival_cv2=self.arrival_cv2, enabled=self.queueing)
 
 
 def knee(config: SimulationConfig) -> float:
-    """Per-pod requests/s at which the P99 meets the SLO in this fleet (0: not even an idle pod does); for
-    token-level engines, the largest per-pod load of the engine's mix at which every stated bound holds."""
-    if config.engine is not None:
-        return config.engine.knee()
-    return knee_rate(config.wait_model(), config.slo_p99_s)
+    """The largest per-pod load (requests/s) of the engine's mix at which every stated bound holds at P99 (0:
+    not even an idle pod meets them)."""
+    return config.engine.knee()
 
 
 @dataclass(frozen=True)
@@ -227,11 +210,11 @@ class SyncSeries:
 
 def initial_replicas(trace: ScaledTrace, config: SimulationConfig, min_replicas: int, max_replicas: int) -> int:
     """``config.initial_replicas``, or the pods the load at the start needs at the knee, in bounds (at
-    capacity when no per-pod load meets the SLO)."""
+    saturation when no per-pod load meets the SLO)."""
     if config.initial_replicas is not None:
         n = config.initial_replicas
     else:
-        per_pod = knee(config) or config.fleet.capacity_rps
+        per_pod = knee(config) or config.engine.model().saturation_rps
         n = math.ceil(trace.rate_at(config.start_s).rate / per_pod - 1e-9)
     return min(max(n, min_replicas, 1), max_replicas)
 
@@ -267,7 +250,7 @@ def _policy_metrics(policy: Policy, catalog: Catalog) -> set[str]:
 
 
 def latencies_read(policy: Policy, catalog: Catalog) -> frozenset[str]:
-    """The latency P99s the policy's metrics depend on (keys of ``FluidFleet.latency_histograms``)."""
+    """The latency P99s the policy's metrics depend on (keys of ``TokenFleet.latency_histograms``)."""
     metrics = _policy_metrics(policy, catalog)
     return frozenset(key for key, name in _LATENCY_KEYS.items() if name in metrics)
 
@@ -297,29 +280,15 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
     spec = policy.hpa
     replicas = initial_replicas(trace, config, spec.min_replicas, spec.max_replicas)
     latencies = latencies_read(policy, catalog)
-    fleet: FluidFleet
-    if config.engine is not None:
-        fleet = TokenFleet(
-            config.engine,
-            config.fleet,
-            replicas=replicas,
-            start=t0,
-            end=t_end,
-            pool=config.pool,
-            families=frozenset(TOKEN_LATENCY_FAMILIES[k] for k in latencies if k in TOKEN_LATENCY_FAMILIES),
-        )
-    else:
-        fleet = FluidFleet(
-            config.fleet,
-            replicas=replicas,
-            start=t0,
-            end=t_end,
-            slo_s=config.slo_p99_s,
-            samples=config.samples,
-            queueing=config.queueing,
-            arrival_cv2=config.arrival_cv2,
-            pool=config.pool,
-        )
+    fleet = TokenFleet(
+        config.engine,
+        config.fleet,
+        replicas=replicas,
+        start=t0,
+        end=t_end,
+        pool=config.pool,
+        families=frozenset(TOKEN_LATENCY_FAMILIES[k] for k in latencies if k in TOKEN_LATENCY_FAMILIES),
+    )
     observer = Observer(
         fleet,
         latency_window_s=latency_window(catalog),
@@ -369,17 +338,16 @@ def run_policy(policy: Policy, trace: ScaledTrace, config: SimulationConfig, cat
         while fleet.now < until - _EPS:
             a = fleet.now
             boundary = trace_start + (math.floor((a - trace_start) / trace_step + _EPS) + 1) * trace_step
-            if isinstance(fleet, TokenFleet):
-                window_mix = trace.mix_at(a)
-                fleet.set_mix(*(window_mix or (None, None)))
+            window_mix = trace.mix_at(a)
+            fleet.set_mix(*(window_mix or (None, None)))
             fleet.advance(min(until, boundary), trace.rate_at(a).rate)
     return _finish(policy, config, fleet, tracker, started, series, minute_knees(trace, config, fleet))
 
 
-def minute_knees(trace: ScaledTrace, config: SimulationConfig, fleet: FluidFleet) -> tuple[_F64, _F64] | None:
-    """Per ledger minute, the knee and the saturation of that minute's mix (token engines on a trace with token
-    columns), else None."""
-    if config.engine is None or trace.mix_at(config.start_s) is None:
+def minute_knees(trace: ScaledTrace, config: SimulationConfig, fleet: TokenFleet) -> tuple[_F64, _F64] | None:
+    """Per ledger minute, the knee and the saturation of that minute's mix (a trace with token columns), else
+    None."""
+    if trace.mix_at(config.start_s) is None:
         return None
     engine = config.engine
     knees, saturation = np.zeros(fleet.ledger.arrivals.size), np.zeros(fleet.ledger.arrivals.size)
@@ -393,7 +361,7 @@ def minute_knees(trace: ScaledTrace, config: SimulationConfig, fleet: FluidFleet
 def _finish(
     policy: Policy,
     config: SimulationConfig,
-    fleet: FluidFleet,
+    fleet: TokenFleet,
     tracker: BoostTracker | None,
     started: float,
     series: SyncSeries,
@@ -422,9 +390,8 @@ def _finish(
     summary = summarize(totals, oracle_gpu_hours=oracle)
     summary["static_peak_gpu_hours"] = static
     summary["x_static_peak"] = float(summary["gpu_hours"] or 0) / static if static else None
-    if isinstance(fleet, TokenFleet):
-        for bound, broken in fleet.bound_minutes().items():
-            summary[f"{bound}_violation_minutes"] = int(broken.sum())
+    for bound, broken in fleet.bound_minutes().items():
+        summary[f"{bound}_violation_minutes"] = int(broken.sum())
     summary["runtime_s"] = time.perf_counter() - started
     forecast: dict[str, object] | None = None
     if tracker is not None:
@@ -506,17 +473,8 @@ def simulate(
         "oracle_gpu_hours": runs[0].summary["oracle_gpu_hours"],
         "static_peak_gpu_hours": runs[0].summary.get("static_peak_gpu_hours"),
         "initial_replicas": initial_replicas(trace, config, policies[0].hpa.min_replicas, policies[0].hpa.max_replicas),
-        "physics": physics(config.fleet) if config.engine is None else config.engine.describe(),
-        "slo": {"e2e": config.slo_p99_s} if config.engine is None else config.engine.slo.stated,
-        **(
-            {
-                "slo_p99_s": config.slo_p99_s,
-                "queueing": "M/G/c" if config.queueing else "fluid",
-                "arrival_cv2": config.arrival_cv2,
-            }
-            if config.engine is None
-            else {}
-        ),  # the request queue's own inputs  # fmt: skip
+        "physics": config.engine.describe(),
+        "slo": config.engine.slo.stated,
         "cpu_model": {
             "request_milli": config.cpu.request_milli,
             "idle_milli": config.cpu.idle_milli,
@@ -524,24 +482,3 @@ def simulate(
         },
     }
     return SimulationResult(runs=tuple(runs), inputs=inputs, runtime_s=time.perf_counter() - started)
-
-
-def physics(cfg: FleetConfig) -> dict[str, object]:
-    """The fleet parameters that define the physics, with the latencies they imply (for the report)."""
-    z99 = 2.3263478740408408
-    factor = math.exp(z99 * cfg.latency_sigma - cfg.latency_sigma**2 / 2.0)
-    return {
-        "capacity_rps": cfg.capacity_rps,
-        "base_service_s": cfg.base_service_s,
-        "batch_slowdown": cfg.batch_slowdown,
-        "latency_sigma": cfg.latency_sigma,
-        "batch_slots": cfg.batch_slots,
-        "max_queue": cfg.max_queue,
-        "load_delay_s": list(cfg.load_delay_s),
-        "drain_timeout_s": cfg.drain_timeout_s,
-        "gpus_per_pod": cfg.gpus_per_pod,
-        "p99_idle_s": cfg.base_service_s * factor,
-        "p99_full_batch_s": cfg.full_batch_service_s * factor,
-        "gpu_util_full_batch_pct": 100.0 * (1.0 - math.exp(-cfg.batch_slots)),
-        "seed": cfg.seed,
-    }

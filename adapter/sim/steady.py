@@ -18,7 +18,8 @@ and per minute instead. ``SteadyState(profile, mix).at(rate)`` gives it from the
   time.
 * **TTFT.** Time to the end of the current step, the prefill step(s) of the request's own prompt (chunked
   when it does not fit the step's budget), and, near saturation, the wait for a free sequence slot: the
-  M/G/c wait with ``c = N_max`` (Erlang C with the Allen-Cunneen correction, ``adapter.sim.latency``).
+  M/G/c wait with ``c = N_max`` (``adapter.sim.latency.erlang_c`` with the Allen-Cunneen correction for the
+  output lengths' spread).
 * **e2e** = TTFT + (output - 1) x the mean step; ``prefill_s`` and ``decode_s`` split it as vLLM's histograms do.
 * **Preemptions.** The batch is full (every slot the cache allows taken) with the Erlang C probability of the
   running sequences, and always within 1 % of saturation. While it is full, a KV-bound engine evicts

@@ -1,17 +1,17 @@
-"""A fleet of token-level vLLM engines for the offline replay (``simulate --engine token``).
+"""The simulator's physics: a fleet of token-level vLLM engines (``simulate``, ``calibrate --simulate``, the demo).
 
 ``TokenEngine`` is the physics one replay shares: an engine profile, the default request mix, the SLO bounds,
 and the fast model of each mix a trace window asks for (``adapter.sim.steady``, cached by the mix's means,
 rounded to 1 %). ``knee(mix)`` is the largest per-pod load of that mix at which every stated bound holds.
 
-``TokenFleet`` keeps ``FluidFleet``'s pods, scaling, GPU pool and ledger, and replaces its serving model per
-piece of constant load: a ready pod at ``lam`` requests/s below the mix's saturation serves them in the steady
+``TokenFleet`` serves on ``adapter.sim.lifecycle.PodLifecycle``'s pods, scaling, GPU pool and ledger, per piece of
+constant load: a ready pod at ``lam`` requests/s below the mix's saturation serves them in the steady
 state ``SteadyState.at(lam)``; at or above saturation (or while it still has a backlog) it completes the
 saturation rate, the excess queues (up to ``max_queue``, the rest is dropped), and a request waits the backlog
 ahead of it on top of the saturated engine's TTFT. Per minute the ledger counts, per stated bound, the requests
 (TTFT, e2e) or output tokens (ITL) above the bound; ``over_slo`` holds the completions times the worst bound's
 share, so a minute violates the SLO when any bound is broken. The pods' e2e histograms (vLLM's buckets) and
-their running sequences feed the observer as ``FluidFleet``'s do. With ``families``, each pod also counts vLLM's
+their running sequences feed the observer (``adapter.sim.observer``). With ``families``, each pod also counts vLLM's
 other families, its preemptions among them (the operating point's preemptions per completed request).
 """
 
@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.sim.config import Deployment, FleetConfig
-from adapter.sim.fluid import MINUTE_S, FluidFleet, GpuPool
 from adapter.sim.latency import SLO_QUANTILE
 from adapter.sim.latency import UPPER as _UPPER
+from adapter.sim.lifecycle import MINUTE_S, GpuPool, PodLifecycle
 from adapter.sim.mix import TokenMix
 from adapter.sim.profiles import EngineProfile
 from adapter.sim.slo import SloBounds
@@ -80,7 +80,7 @@ class TokenEngine:
 
     def fleet_config(self, *, deployment: Deployment, load_delay_s: tuple[float, float], drain_timeout_s: float,
                      seed: int) -> FleetConfig:  # fmt: skip
-        """The ``FleetConfig`` of pods running this engine: its GPUs, and capacity and batch at the default mix."""
+        """The ``FleetConfig`` of pods running this engine: its GPUs and weights, its saturation at the default mix."""
         model = self.model()
         sat = model.saturation_rps
         return FleetConfig(
@@ -88,12 +88,9 @@ class TokenEngine:
             gpus_per_pod=self.profile.gpus,
             gpus_per_node=8,
             capacity_rps=sat,
-            base_service_s=max(model.max_running / sat, 0.5),
-            batch_slowdown=0.0,
             load_delay_s=load_delay_s,
             drain_timeout_s=drain_timeout_s,
             model_weights_mib=self.profile.weights_gib * 1024.0,
-            substep_s=0.5,
             seed=seed,
         )
 
@@ -125,8 +122,8 @@ class TokenEngine:
         }
 
 
-class TokenFleet(FluidFleet):
-    """``FluidFleet`` with the token-level serving model of ``engine`` (module docstring)."""
+class TokenFleet(PodLifecycle):
+    """``PodLifecycle``'s pods serving with the token-level model of ``engine`` (module docstring)."""
 
     def __init__(
         self,
@@ -136,17 +133,13 @@ class TokenFleet(FluidFleet):
         replicas: int,
         start: float,
         end: float,
-        samples: int = 3,
         pool: GpuPool | None = None,
         families: bool | frozenset[str] = False,
     ) -> None:
         self._families: dict[str, _F64] | None = None
         # True: every vLLM family (the demo's exporter); a set: only those histograms (what a replay's HPA reads)
         self._counted = frozenset(HISTOGRAM_BOUNDS) if families is True else frozenset(families or ())
-        bound = engine.slo.e2e_s or float(_UPPER[-1])
-        super().__init__(
-            config, replicas=replicas, start=start, end=end, slo_s=bound, samples=samples, queueing=False, pool=pool
-        )
+        super().__init__(config, replicas=replicas, start=start, end=end, pool=pool)
         self.engine = engine
         self._model = engine.model()
         minutes = self.ledger.arrivals.size
@@ -164,7 +157,7 @@ class TokenFleet(FluidFleet):
         return out
 
     def set_replicas(self, n: int, now: float) -> None:
-        """``FluidFleet.set_replicas``; vLLM's per-pod counters (``families``) follow their pods."""
+        """``PodLifecycle.set_replicas``; vLLM's per-pod counters (``families``) follow their pods."""
         before = self._ids.copy()
         super().set_replicas(n, now)
         if self._families is None:
@@ -242,7 +235,7 @@ class TokenFleet(FluidFleet):
         self._model = self.engine.model(prompt_mean, output_mean)
 
     def latency_histograms(self) -> dict[str, tuple[_F64, _F64]]:
-        """``FluidFleet``'s e2e histogram, plus vLLM's TTFT and ITL histograms when built with ``families``."""
+        """The e2e histogram, plus vLLM's TTFT and ITL histograms when built with ``families``."""
         out = super().latency_histograms()
         if self._families is not None:
             for key, name in TOKEN_LATENCY_FAMILIES.items():
@@ -315,7 +308,6 @@ class TokenFleet(FluidFleet):
             return
         model = self._model
         mu, qmax = model.saturation_rps, self.config.max_queue
-        self._mu = mu
         lam = rate / idx.size
         q0 = self._q[idx]
         raw = q0 + (lam - mu) * d

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from adapter.exposition import label_pairs
 from adapter.sim.config import VLLM_E2E_LATENCY_BUCKETS
 
 _F64 = npt.NDArray[np.float64]
@@ -84,8 +85,7 @@ def _number(value: float) -> str:
 
 
 def _labels(pairs: Sequence[tuple[str, str]]) -> str:
-    body = ",".join(f'{k}="{v}"' for k, v in pairs)
-    return "{" + body + "}"
+    return "{" + label_pairs(pairs) + "}"  # values escaped: a model name may hold quotes or backslashes
 
 
 def render_vllm(

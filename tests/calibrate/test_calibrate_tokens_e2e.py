@@ -1,7 +1,7 @@
 """``python -m adapter calibrate --slo ttft=2s,itl=100ms`` against a real Prometheus scraping token-level vLLM pods.
 
 Four Deployments run side by side, one per engine profile and request mix: two pods of
-``adapter.demo.tokenpods.TokenPods`` (the token-level engines ``simulate --engine token`` replays) each, served by
+``adapter.demo.tokenpods.TokenPods`` (the token-level engines ``simulate`` replays) each, served by
 the demo exporter with vLLM's own families (TTFT, inter-token and e2e histograms, token counters, KV usage) and
 scraped by one Prometheus every second. The load climbs a staircase through each engine's knee on a compressed
 clock (``tests/support/compressed_pods.py``: the scraped rates read ``speed`` x the engine's, so a 70B pod's knee

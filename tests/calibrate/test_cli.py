@@ -11,9 +11,7 @@ import yaml
 from adapter.__main__ import main
 from adapter.catalog import parse_catalog
 from adapter.demo.servers import free_port
-from adapter.sim.fleet import FleetConfig
-from adapter.sim.latency import WaitModel, knee_rate
-from tests.support.sim import queue_catalog_file
+from tests.support.sim import ENGINE
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO / "adapter" / "data" / "traces" / "servegen_language_m_mid_10min.csv"
@@ -28,12 +26,6 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
         [
             "calibrate",
             "--simulate",
-            "--engine",
-            "queue",
-            "--catalog",
-            str(queue_catalog_file(tmp_path)),
-            "--pod-capacity",
-            "20",
             "--trace",
             str(TRACE),
             "--json",
@@ -47,9 +39,9 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
     assert code == 0
     assert "knee:" in capsys.readouterr().out
     report = json.loads(out.read_text())
-    # The knee simulate reports for this fleet (M/G/c waiting: below the 20 req/s capacity), within 5 %.
-    knee = knee_rate(WaitModel(FleetConfig(capacity_rps=20.0, base_service_s=0.12, substep_s=0.12)), 0.8)
-    assert abs(report["knee_rps_per_pod"] - knee) <= 0.05 * knee and report["composite_at_safe"] == pytest.approx(1.0)
+    # The knee simulate reports for this fleet (the default engine and mix), within 10 %.
+    knee = ENGINE.knee()
+    assert abs(report["knee_rps_per_pod"] - knee) <= 0.1 * knee and report["composite_at_safe"] == pytest.approx(1.0)
     assert report["growth_within_cold_start"] >= 0 and report["hpa_band"] > 1
     # The snippet drops into the embedded catalog and validates.
     doc = yaml.safe_load((REPO / "adapter" / "catalog.yaml").read_text())
@@ -60,7 +52,7 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
     assert [t.metric for t in terms] == [
         "gpu_utilization_p90",
         "inference_queue_depth",
-        "inference_latency_p99_seconds",
+        "inference_itl_p99_seconds",
     ]
     # Which terms the boost leaves alone follows from what this fleet's terms do below the knee.
     flat = {t["metric"]: t["flat"] for t in report["terms"]}
@@ -78,6 +70,8 @@ def test_simulated_fleet_proposal_is_a_valid_catalog_whose_composite_reads_one(
         ),
         (["calibrate", "--simulate", "--slo-quantile", "1.5"], "--slo-quantile"),
         (["calibrate", "--simulate", "--slo-p99", "fast"], "bad duration"),
+        (["calibrate", "--simulate", "--slo-p99", "1s"], "--simulate takes --slo"),
+        (["calibrate", "--simulate", "--histogram", "vllm:e2e_request_latency_seconds"], "--simulate takes --slo"),
         (["calibrate", "--simulate", "--composite", "nope"], "no composite 'nope'"),
         ([*BACKEND, "--slo", "ttft=2s", "--slo-p99", "1s"], "or --slo-p99 with --histogram (one e2e bound), not both"),
         ([*BACKEND, "--histogram", "vllm:e2e_request_latency_seconds"], "--histogram goes with --slo-p99"),
@@ -101,7 +95,7 @@ def test_simulated_token_engines_calibrate_to_the_engines_own_knee(
     from adapter.sim.tokenfleet import TokenEngine
 
     out = tmp_path / "cal.json"
-    argv = ["calibrate", "--simulate", "--engine", "token", "--profile", profile, "--json", str(out)]
+    argv = ["calibrate", "--simulate", "--profile", profile, "--json", str(out)]
     assert main(argv) == 0
     report = json.loads(out.read_text())
     assert report["slo"] == "TTFT P99 <= 2 s, ITL P99 <= 0.1 s" and report["slo_p99_s"] is None
@@ -113,14 +107,9 @@ def test_simulated_token_engines_calibrate_to_the_engines_own_knee(
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (
-            ["calibrate", "--simulate", "--engine", "queue", "--profile", "llama3-8b-h100"],
-            "--profile needs --engine token",
-        ),
-        (["calibrate", "--simulate", "--pod-capacity", "9"], "--pod-capacity is an --engine"),
-        (["calibrate", "--simulate", "--engine", "token", "--pod-capacity", "9"], "--pod-capacity is an --engine"),
-        (["calibrate", "--simulate", "--engine", "token", "--slo", "ttft=fast"], "bad duration"),
-        (["calibrate", "--simulate", "--engine", "token", "--mix", "chat"], "unknown request mix"),
+        (["calibrate", "--simulate", "--profile", "gpt-9"], "unknown engine profile"),
+        (["calibrate", "--simulate", "--slo", "ttft=fast"], "bad duration"),
+        (["calibrate", "--simulate", "--mix", "chat"], "unknown request mix"),
     ],
 )
 def test_token_engine_errors_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,8 +168,6 @@ def test_a_traces_token_columns_set_the_mix_of_the_sweep(tmp_path: Path) -> None
           *CODE_TOKENS], "need --count"),
         (["calibrate", "--simulate", "--trace", str(CODE_TRACE), *CODE_LAYOUT, *CODE_TOKENS, "--mix", "azure-code"],
          "--mix and token columns"),
-        (["calibrate", "--simulate", "--engine", "queue", "--trace", str(CODE_TRACE), *CODE_LAYOUT, *CODE_TOKENS],
-         "token columns need --engine token"),
     ],
 )  # fmt: skip
 def test_trace_layout_errors_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,11 +13,14 @@ from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import over_threshold, simulated_history
 from adapter.calibrate.knee import History, LoadBin, calibrate, demand_growth, find_knee, load_bins, propose_terms
 from adapter.catalog import CompositeDef, Term
-from adapter.sim.fleet import FleetConfig
-from tests.support.sim import CATALOG as QUEUE_CATALOG
+from tests.support.sim import CATALOG, ENGINE, PHYSICS
 
-# The request-queue fleet's sweeps read the composite calibrated for that fleet (tests/support/sim.py).
-TERMS = QUEUE_CATALOG.composites["llm_composite_load"].terms
+# The rules' tests read a composite whose latency term is the e2e P99 (any latency a catalog defines works alike).
+TERMS = (
+    Term("gpu_utilization_p90", 0.4, 95.95, flat=True),
+    Term("inference_queue_depth", 0.3, 8.0),
+    Term("inference_latency_p99_seconds", 0.3, 0.483, 0.2567, "idle"),
+)
 
 
 def lb(load: float, over: float, requests: float = 1000.0, **terms: float) -> LoadBin:
@@ -144,32 +147,20 @@ def test_over_threshold_is_exact_on_a_bucket_bound_and_linear_inside_a_bucket() 
     assert over_threshold(bounds, cumulative, 0.25) == pytest.approx(75.0)
 
 
-def test_simulated_sweep_finds_the_fluid_fleets_knee_at_its_capacity() -> None:
-    """In the fluid fleet the P99 at a full batch (0.61 s here) is under a 0.8 s SLO, so the SLO breaks only
-    when the queue forms, at capacity: the knee must be within a bin of it."""
-    cfg = FleetConfig(capacity_rps=20.0, base_service_s=0.12, substep_s=0.12)
-    history = simulated_history(cfg, TERMS, slo_s=0.8, levels=26, hold_s=120.0, measure_s=60.0, queueing=False)
-    cal = calibrate(history, TERMS, slo_s=0.8)
-    assert cal.knee_rps is not None and 0.9 * 20 <= cal.knee_rps <= 20.0
+def test_simulated_sweep_finds_the_engines_knee() -> None:
+    """Calibration and simulation share one fleet model: the sweep over the engines (the embedded composite read
+    through the observer, as the HPA reads it) finds the knee ``simulate`` uses for the same engine and mix."""
+    terms = CATALOG.composites["llm_composite_load"].terms
+    history = simulated_history(ENGINE, PHYSICS, terms, pods=2, levels=26)
+    cal = calibrate(history, terms, slo_s=0.8)
+    expected = ENGINE.knee()
+    assert cal.knee_rps is not None and abs(cal.knee_rps - expected) <= 0.1 * expected
     assert cal.safe_rps is not None and cal.safe_rps < cal.knee_rps
     assert cal.composite_at_safe == pytest.approx(1.0)
     assert [b.load for b in load_bins(history)] == sorted(b.load for b in cal.bins)
     assert all(math.isfinite(b.over_fraction) for b in cal.bins)
-
-
-def test_simulated_sweep_uses_simulates_physics_and_finds_its_mgc_knee() -> None:
-    """Calibration and simulation share one fleet model: with M/G/c waiting (simulate's default) the sweep's
-    knee is the one ``simulate`` reports for the same fleet (``knee_rate``), well below the capacity."""
-    from adapter.sim.latency import WaitModel, knee_rate
-
-    cfg = FleetConfig(capacity_rps=40.0, base_service_s=0.12, substep_s=0.12)
-    expected = knee_rate(WaitModel(cfg), 0.8)
-    assert expected < 0.95 * 40.0
-    history = simulated_history(cfg, TERMS, slo_s=0.8)
-    cal = calibrate(history, TERMS, slo_s=0.8)
-    assert cal.knee_rps is not None and abs(cal.knee_rps - expected) <= 0.05 * expected
     queue = next(p for p in cal.terms if p.metric == "inference_queue_depth")
-    assert not queue.tracks_load and queue.target == 8  # integer queue counts near the knee: an alarm, not a slope
+    assert not queue.tracks_load and queue.target == 8  # no backlog below the knee: an alarm, not a slope
 
 
 def test_an_integer_queue_that_first_shows_a_request_just_below_the_safe_point_is_an_alarm_not_a_slope() -> None:

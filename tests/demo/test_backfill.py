@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -13,9 +14,11 @@ from adapter.catalog import parse_catalog
 from adapter.demo.backfill import BackfillError, history_span_s, load_history, write_blocks
 from adapter.demo.catalogs import catalog_document
 from adapter.demo.servers import PrometheusProcess
-from adapter.sim.fleet import Deployment, Fleet, FleetConfig
+from adapter.demo.tokenpods import TokenPods
+from adapter.sim.config import Deployment
 from adapter.sim.forecasting import history_points
 from adapter.sim.trace import RateTrace, ScaledTrace
+from tests.support.sim import ENGINE, PHYSICS
 
 DEP = Deployment(name="llama-3-8b", namespace="llm-demo")
 SPEED = 60.0
@@ -27,8 +30,8 @@ def _trace() -> ScaledTrace:
     return ScaledTrace(RateTrace(step_s=600.0, rates=rates, suspect=np.zeros(rates.size, dtype=bool)), peak_rps=80.0)
 
 
-def _fleet(pods: int = 2) -> Fleet:
-    return Fleet(FleetConfig(deployment=DEP, capacity_rps=100.0), replicas=pods, now=4800.0)
+def _fleet(pods: int = 2) -> TokenPods:
+    return TokenPods(ENGINE, replace(PHYSICS, deployment=DEP), replicas=pods, now=4800.0)
 
 
 def test_history_span_covers_the_forecasters_lookback_and_one_window() -> None:

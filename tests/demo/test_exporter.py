@@ -6,7 +6,9 @@ import re
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -17,8 +19,11 @@ from prometheus_client.samples import Sample
 from adapter.demo.exporter import MetricsExporter
 from adapter.demo.render import DCGM_EXPORTER_NAMESPACE, HpaStatus, render_metrics
 from adapter.demo.runner import FleetRunner
-from adapter.sim.fleet import Deployment, Fleet, FleetConfig, FleetSnapshot, PodPhase
+from adapter.demo.tokenpods import TokenPods
+from adapter.sim.config import Deployment
+from adapter.sim.snapshot import FleetSnapshot, PodPhase
 from adapter.sim.trace import RateTrace, ScaledTrace, TraceClock
+from tests.support.sim import ENGINE, PHYSICS, saturation
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"  # the vendored real captures
 
@@ -34,11 +39,21 @@ def samples(text: str) -> dict[str, list[Sample]]:
     return out
 
 
-def busy_fleet(gpus_per_pod: int = 2, pods: int = 3) -> Fleet:
-    fleet = Fleet(FleetConfig(deployment=DEP, gpus_per_pod=gpus_per_pod), replicas=pods)
-    for _ in range(60):
-        fleet.advance(0.5, 8.0 * pods)
+def pods_of(replicas: int, deployment: Deployment = DEP, gpus_per_pod: int = 1) -> TokenPods:
+    return TokenPods(ENGINE, replace(PHYSICS, deployment=deployment, gpus_per_pod=gpus_per_pod), replicas=replicas,
+                     now=0.0)  # fmt: skip
+
+
+def busy_fleet(gpus_per_pod: int = 2, pods: int = 3) -> TokenPods:
+    fleet = pods_of(pods, gpus_per_pod=gpus_per_pod)
+    for _ in range(6):
+        fleet.advance(5.0, 0.6 * saturation() * pods)
     return fleet
+
+
+def render(fleet: TokenPods, snap: FleetSnapshot | None = None, **kwargs: Any) -> str:
+    """The fleet's /metrics body (of ``snap``, default: the fleet now) with its engines' vLLM families."""
+    return render_metrics(snap or fleet.snapshot(), engines=fleet.engine_counters(), **kwargs)
 
 
 def help_lines(text: str) -> dict[str, str]:
@@ -49,7 +64,7 @@ def help_lines(text: str) -> dict[str, str]:
 def test_dcgm_series_one_per_gpu_with_pod_attribution(gpus_per_pod: int, pods: int) -> None:
     fleet = busy_fleet(gpus_per_pod, pods)
     snap = fleet.snapshot()
-    parsed = samples(render_metrics(snap))
+    parsed = samples(render(fleet, snap))
     nodes = -(-gpus_per_pod * pods // 8)
     for name in (
         "DCGM_FI_DEV_GPU_UTIL",
@@ -75,7 +90,7 @@ def test_dcgm_series_one_per_gpu_with_pod_attribution(gpus_per_pod: int, pods: i
 def test_dcgm_labels_and_help_match_the_real_exporter() -> None:
     real = (SAMPLES / "dcgm_exporter.prom").read_text()
     real_held = next(s for s in samples(real)["DCGM_FI_DEV_GPU_UTIL"] if s.labels.get("pod"))
-    text = render_metrics(busy_fleet().snapshot())
+    text = render(busy_fleet())
     ours = next(s for s in samples(text)["DCGM_FI_DEV_GPU_UTIL"] if s.labels["pod"])
     # Same label names as a real held GPU (we leave out pod_uid, which that exporter printed empty).
     assert set(ours.labels) == set(real_held.labels) - {"pod_uid"}
@@ -104,7 +119,7 @@ def test_vllm_series_match_the_real_server() -> None:
     fleet.set_replicas(4, fleet.now)  # one loading pod: its vLLM server is not up yet
     fleet.advance(0.5, 24.0)
     snap = fleet.snapshot()
-    text = render_metrics(snap)
+    text = render(fleet, snap)
     ours = samples(text)
     serving = {p.name for p in snap.pods if p.phase is not PodPhase.LOADING}
     assert len(serving) == 3
@@ -147,9 +162,12 @@ def test_vllm_series_match_the_real_server() -> None:
 
 def test_kube_state_metrics_series_describe_pods_replicaset_and_deployment() -> None:
     fleet = busy_fleet(pods=3)
-    fleet.set_replicas(2, fleet.now)
     snap = fleet.snapshot()
-    parsed = samples(render_metrics(snap, epoch=1_700_000_000.0))
+    # A pod the API server has marked deleted (kube_pod_deletion_timestamp) and that is no longer ready.
+    victim = snap.pods[-1]
+    marked = replace(victim, phase=PodPhase.TERMINATING, deleted_at=snap.now)
+    snap = replace(snap, pods=(*snap.pods[:-1], marked), desired_replicas=2)
+    parsed = samples(render(fleet, snap, epoch=1_700_000_000.0))
     rs = snap.replicaset
     labels = {s.labels["pod"]: s.labels for s in parsed["kube_pod_labels"]}
     assert set(labels) == {p.name for p in snap.pods}
@@ -169,7 +187,6 @@ def test_kube_state_metrics_series_describe_pods_replicaset_and_deployment() -> 
         "owner_is_controller": "true",
     }
     (deleted,) = parsed["kube_pod_deletion_timestamp"]
-    victim = next(p for p in snap.pods if p.phase is PodPhase.TERMINATING)
     assert deleted.labels["pod"] == victim.name
     assert deleted.value == np.floor(1_700_000_000.0 + snap.now)
     ready = {s.labels["pod"]: s.value for s in parsed["kube_pod_status_ready"] if s.labels["condition"] == "true"}
@@ -181,7 +198,7 @@ def test_kube_state_metrics_series_describe_pods_replicaset_and_deployment() -> 
 def test_one_node_in_the_exported_pod_layout() -> None:
     fleet = busy_fleet(gpus_per_pod=2, pods=6)  # 12 GPUs: gpu-node-1 full, 4 held on gpu-node-2
     snap = fleet.snapshot()
-    parsed = samples(render_metrics(snap, exported_nodes=["gpu-node-2"]))
+    parsed = samples(render(fleet, snap, exported_nodes=["gpu-node-2"]))
     series = parsed["DCGM_FI_DEV_GPU_UTIL"]
     normal = [s for s in series if s.labels["Hostname"] == "gpu-node-1"]
     exported = [s for s in series if s.labels["Hostname"] == "gpu-node-2"]
@@ -200,19 +217,19 @@ def test_one_node_in_the_exported_pod_layout() -> None:
 
 def test_label_values_are_escaped() -> None:
     dep = Deployment(name="x", namespace="ns", model_name='we"ird\\model\nname')
-    fleet = Fleet(FleetConfig(deployment=dep), replicas=1)
-    parsed = samples(render_metrics(fleet.snapshot()))
+    fleet = pods_of(1, deployment=dep)
+    parsed = samples(render(fleet))
     assert parsed["vllm:num_requests_waiting"][0].labels["model_name"] == 'we"ird\\model\nname'
 
 
-def _runner(fleet: Fleet, wall_start: float = 1000.0) -> FleetRunner:
+def _runner(fleet: TokenPods, wall_start: float = 1000.0) -> FleetRunner:
     trace = RateTrace(step_s=600.0, rates=np.array([1.0, 2.0, np.nan]), suspect=np.zeros(3, dtype=bool))
     clock = TraceClock(wall_start=wall_start, speed=600.0)  # one trace window per wall second
     return FleetRunner(fleet, ScaledTrace(trace, peak_rps=20.0), clock, monotonic=lambda: wall_start)
 
 
 def test_runner_plays_the_trace_compressed_and_the_fleet_in_real_seconds() -> None:
-    fleet = Fleet(FleetConfig(deployment=DEP), replicas=2)
+    fleet = pods_of(2)
     runner = _runner(fleet)
     runner.tick(1000.5)  # sim 0..300 s: window 0 (10 req/s)
     assert fleet.now == pytest.approx(0.5)
@@ -233,7 +250,7 @@ def test_runner_plays_the_trace_compressed_and_the_fleet_in_real_seconds() -> No
 
 
 def test_exporter_serves_metrics_over_http_while_the_runner_ticks() -> None:
-    fleet = Fleet(FleetConfig(deployment=DEP), replicas=2)
+    fleet = pods_of(2)
     trace = RateTrace(step_s=600.0, rates=np.array([1.0]), suspect=np.zeros(1, dtype=bool))
     runner = FleetRunner(fleet, ScaledTrace(trace, peak_rps=10.0), TraceClock(time.monotonic(), 1.0), tick_s=0.05)
     exporter = MetricsExporter(runner)
@@ -264,16 +281,18 @@ def test_exporter_serves_metrics_over_http_while_the_runner_ticks() -> None:
 
 
 def test_render_is_deterministic_for_a_snapshot() -> None:
-    snap: FleetSnapshot = busy_fleet().snapshot()
-    assert render_metrics(snap) == render_metrics(snap)
+    fleet = busy_fleet()
+    snap = fleet.snapshot()
+    assert render(fleet, snap) == render(fleet, snap)
 
 
 def test_hpa_series_only_while_an_hpa_drives_the_fleet() -> None:
-    snap = busy_fleet().snapshot()
-    assert "kube_horizontalpodautoscaler" not in render_metrics(snap)
+    fleet = busy_fleet()
+    snap = fleet.snapshot()
+    assert "kube_horizontalpodautoscaler" not in render(fleet, snap)
     hpa = HpaStatus(namespace="llm-demo", name="llama-3-8b", min_replicas=1, max_replicas=16,
                     current_replicas=3, desired_replicas=5)  # fmt: skip
-    parsed = samples(render_metrics(snap, hpa=hpa))
+    parsed = samples(render(fleet, snap, hpa=hpa))
     expected = {
         "kube_horizontalpodautoscaler_spec_min_replicas": 1,
         "kube_horizontalpodautoscaler_spec_max_replicas": 16,

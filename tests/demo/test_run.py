@@ -44,14 +44,14 @@ STATUS = RunnerStatus(
     sim_time_s=86400 + 6 * 3600 + 300,
     rate=RateSample(sim_time_s=0.0, rate=12.34, status=RateStatus.GAP, raw=math.nan, window=3),
     desired=4, ready=3, loading=1, terminating=0,
-    waiting=7.4, running=30.2, worst_p99_s=6.25, dropped=0.0,
+    waiting=7.4, running=30.2, dropped=0.0, ttft_p99_s=2.5, itl_p99_s=0.0625,
 )  # fmt: skip
 
 
 def test_status_line_says_when_the_rate_is_held() -> None:
     line = status_line(STATUS)
     assert line.startswith("[day 1 06:05] arrivals   12.3 req/s (held: gap) | replicas 4 (ready 3, loading 1")
-    assert line.endswith("waiting 7 running 30 | worst P99 6.2s")
+    assert line.endswith("waiting 7 running 30 | worst TTFT P99 2.50s, ITL P99 62ms")
 
 
 def test_status_line_shows_the_forecast_and_boost_next_to_the_live_composite() -> None:
@@ -87,12 +87,13 @@ def test_demo_catalog_runs_on_the_demo_clock_and_forecasts_the_deployment() -> N
 
 
 def test_timeline_writes_a_png_and_refuses_an_empty_run(tmp_path: Path) -> None:
-    timeline = Timeline(slo_p99_s=0.8, speed=60.0, autoscale=True)
+    timeline = Timeline(speed=60.0, autoscale=True, slo_ttft_s=2.0, slo_itl_s=0.1)
     with pytest.raises(ValueError, match="two samples"):
         timeline.write_png(tmp_path / "none.png")
     for i in range(5):
         timeline.add(Sample(sim_time_s=86400 + 60.0 * i, arrivals_rps=10.0 + i, desired=3 + i % 2, ready=3,
-                            worst_p99_s=0.7, composite=0.6, boost=1.2 if i else math.nan, boosted=0.72))  # fmt: skip
+                            composite=0.6, boost=1.2 if i else math.nan, boosted=0.72, ttft_p99_s=0.3,
+                            itl_p99_s=0.05))  # fmt: skip
     out = timeline.write_png(tmp_path / "sub" / "run.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -18,10 +18,13 @@ from adapter.sim.policies import (
     clairvoyant_reading,
     to_milli,
 )
-from adapter.sim.simulate import SimulationConfig, peak_demand, run_policy
+from adapter.sim.simulate import peak_demand, run_policy
 from adapter.sim.trace import RateTrace, ScaledTrace
 from tests.sim.test_simulate import HPA_FILE, step_trace
-from tests.support.sim import CATALOG, PHYSICS
+from tests.support.sim import CATALOG, sim_config
+
+# A 3x step, and a per-pod target just below the engine's knee (9.75 req/s per pod: tests/support/sim.py).
+LOW, HIGH, TARGET = 30.0, 90.0, 9.0
 
 
 def test_the_policy_reads_its_lead_and_target() -> None:
@@ -87,20 +90,20 @@ def test_peak_demand_looks_exactly_lead_seconds_ahead() -> None:
 def test_foresight_buys_pods_before_a_step_and_the_present_alone_is_late() -> None:
     """A 3x step at 30 minutes: with a 10-minute lead the HPA has the pods ready when the step lands (model load
     90-180 s, 60 s up-stabilization, 2 pods per 30 s); knowing only the present, it orders them after."""
-    trace = step_trace([100.0, 100.0, 100.0, 300.0, 300.0, 300.0])
-    config = SimulationConfig(fleet=PHYSICS, duration_s=3600.0)
+    trace = step_trace([LOW, LOW, LOW, HIGH, HIGH, HIGH])
+    config = sim_config(duration_s=3600.0)
     base = load_hpa(HPA_FILE)
-    ahead = run_policy(build_policy("clairvoyant:10m@32", base, CATALOG), trace, config, CATALOG)
-    now = run_policy(build_policy("clairvoyant@32", base, CATALOG), trace, config, CATALOG)
+    ahead = run_policy(build_policy(f"clairvoyant:10m@{TARGET:g}", base, CATALOG), trace, config, CATALOG)
+    now = run_policy(build_policy(f"clairvoyant@{TARGET:g}", base, CATALOG), trace, config, CATALOG)
     step = int(np.searchsorted(ahead.sync_t, 1800.0))
-    # Ready for the step: each ready pod's share of 300 req/s is within the HPA's 10 % tolerance of the target.
-    assert 300.0 / ahead.sync_ready[step] <= 32.0 * 1.1 < 300.0 / now.sync_ready[step]
+    # Ready for the step: each ready pod's share of the high load is within the HPA's 10 % tolerance of the target.
+    assert HIGH / ahead.sync_ready[step] <= TARGET * 1.1 < HIGH / now.sync_ready[step]
     assert ahead.sync_desired[step - 4] > ahead.sync_desired[0]  # ordered before the step, not at it
     assert int(ahead.summary["slo_violation_minutes"] or 0) == 0
     assert int(now.summary["slo_violation_minutes"] or 0) > 0
     # Both settle on the same fleet once the step is known: the target sets the size, the lead the timing.
     assert ahead.sync_desired[-1] == now.sync_desired[-1]
-    assert 300.0 / (32.0 * 1.1) <= ahead.sync_desired[-1] <= 300.0 / (32.0 * 0.9)  # the HPA's tolerance band
+    assert HIGH / (TARGET * 1.1) <= ahead.sync_desired[-1] <= HIGH / (TARGET * 0.9)  # the HPA's tolerance band
 
 
 def test_frontier_cost_interpolates_between_the_bracketing_targets() -> None:
@@ -116,11 +119,11 @@ def test_frontier_cost_interpolates_between_the_bracketing_targets() -> None:
 def test_the_yardstick_is_as_old_as_every_metric() -> None:
     """Lead 0 reads the demand of ``metric_delay_s`` ago, as the observed metrics do: the step at 30 minutes
     moves the fleet exactly the delay later (after the same up-stabilization wait at every delay)."""
-    trace = step_trace([100.0, 100.0, 100.0, 300.0, 300.0, 300.0])
+    trace = step_trace([LOW, LOW, LOW, HIGH, HIGH, HIGH])
     moves = {}
     for delay in (0.0, 30.0, 60.0):
-        config = SimulationConfig(fleet=PHYSICS, duration_s=3600.0, metric_delay_s=delay)
-        run = run_policy(build_policy("clairvoyant@32", load_hpa(HPA_FILE), CATALOG), trace, config, CATALOG)
+        config = sim_config(duration_s=3600.0, metric_delay_s=delay)
+        run = run_policy(build_policy(f"clairvoyant@{TARGET:g}", load_hpa(HPA_FILE), CATALOG), trace, config, CATALOG)
         settled = int(run.sync_desired[int(np.searchsorted(run.sync_t, 1800.0)) - 1])
         moves[delay] = float(run.sync_t[np.flatnonzero((run.sync_t >= 1800.0) & (run.sync_desired > settled))[0]])
     assert moves[0.0] > 1800.0  # the 60 s up-stabilization window holds the first high recommendation back

@@ -15,6 +15,7 @@ from adapter.cli.simulate import _start_offset
 from adapter.hpa.spec import load_hpa
 from adapter.sim.forecasting import history_span_s
 from adapter.sim.policies import build_policies
+from tests.support.sim import ENGINE
 
 REPO = Path(__file__).resolve().parents[2]
 HPA_FILE = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
@@ -47,26 +48,25 @@ def _simulate(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 def test_physics_options_reach_the_run(tmp_path: Path) -> None:
     done = _simulate(
         tmp_path,
-        "--engine",
-        "queue",
-        "--queueing",
-        "fluid",
         "--metric-delay",
         "45s",
-        "--arrival-cv2",
-        "2",
         "--warm-gpus",
         "8",
         "--node-provision",
         "2m..4m",
         "--max-gpus",
         "64",
+        "--load-time",
+        "60s..120s",
+        "--drain-timeout",
+        "90s",
     )
     assert done.returncode == 0, done.stderr
     inputs = json.loads((tmp_path / "o.json").read_text())["inputs"]
-    assert inputs["queueing"] == "fluid" and inputs["metric_delay_s"] == 45.0 and inputs["arrival_cv2"] == 2.0
+    assert inputs["metric_delay_s"] == 45.0
     assert inputs["gpu_pool"] == {"warm_gpus": 8, "node_provision_s": [120.0, 240.0], "max_gpus": 64}
-    assert inputs["knee_rps_per_pod"] == pytest.approx(40.0, rel=1e-6)  # fluid: the SLO holds up to capacity
+    assert inputs["knee_rps_per_pod"] == pytest.approx(ENGINE.knee(), rel=1e-6)  # the default engine and mix
+    assert inputs["physics"]["profile"] == "llama3-8b-h100" and inputs["slo"] == {"ttft": 2.0, "itl": 0.1}
     assert "| oracle |" in done.stdout
 
 

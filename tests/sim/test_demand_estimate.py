@@ -3,8 +3,7 @@ requests in the engine, estimated from what the simulated pods export, never fro
 
 Four pods serve below capacity for two hours, then demand outruns the fleet for 40 minutes (no HPA: the fleet
 stays at four pods) and falls back. While demand outruns capacity, completions are capped at the fleet's
-capacity; the estimate must follow the true arrivals (the ledger's) and the completion rate must not. Both
-physics: the request-queue fluid model and the token-level engine.
+capacity; the estimate must follow the true arrivals (the ledger's) and the completion rate must not.
 """
 
 from __future__ import annotations
@@ -12,13 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pytest
 
 from adapter.catalog import load_catalog
-from adapter.sim.config import FleetConfig
-from adapter.sim.fleet import Deployment
-from adapter.sim.fluid import MINUTE_S, FluidFleet
+from adapter.sim.config import Deployment
 from adapter.sim.forecasting import BoostTracker, in_flight
+from adapter.sim.lifecycle import MINUTE_S
 from adapter.sim.mix import AZURE_CONVERSATION
 from adapter.sim.profiles import LLAMA3_8B_H100
 from adapter.sim.slo import parse_slo
@@ -29,11 +26,8 @@ SYNC_S = 15.0
 CALM_END, SURGE_END, END = 7200.0, 7200.0 + 2400.0, 7200.0 + 2400.0 + 1800.0
 
 
-def _fleet(kind: str) -> tuple[FluidFleet, float]:
+def _fleet() -> tuple[TokenFleet, float]:
     """A fleet of ``PODS`` pods that queues without limit (no request is dropped) and its capacity (req/s)."""
-    if kind == "fluid":
-        config = FleetConfig(max_queue=1e9)
-        return FluidFleet(config, replicas=PODS, start=0.0, end=END, slo_s=0.8), PODS * config.capacity_rps
     engine = TokenEngine(LLAMA3_8B_H100, AZURE_CONVERSATION, parse_slo("ttft=2s,itl=100ms"))
     config = engine.fleet_config(deployment=Deployment(), load_delay_s=(90.0, 90.0), drain_timeout_s=120.0, seed=0)
     config = dataclasses.replace(config, max_queue=1e9)
@@ -45,9 +39,8 @@ def _rate(t: float, capacity: float) -> float:
     return 1.3 * capacity if CALM_END <= t < SURGE_END else 0.7 * capacity
 
 
-@pytest.mark.parametrize("kind", ["fluid", "token"])
-def test_the_demand_estimate_tracks_arrivals_where_completions_are_capped(kind: str) -> None:
-    fleet, capacity = _fleet(kind)
+def test_the_demand_estimate_tracks_arrivals_where_completions_are_capped() -> None:
+    fleet, capacity = _fleet()
     spec = load_catalog(None).forecast
     assert spec is not None
     tracker = BoostTracker(spec, start=0.0)

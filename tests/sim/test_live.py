@@ -1,8 +1,7 @@
-"""``simulate --live``: the compressed catalog, the HPA's reads, the replay check, the live accounting on token
-engines, and closed-loop runs (request queue, token engines) against a real Prometheus and the real adapter
-(``python -m adapter serve``).
+"""``simulate --live``: the compressed catalog, the HPA's reads, the replay check, the live accounting, and a
+closed-loop run against a real Prometheus and the real adapter (``python -m adapter serve``).
 
-Each closed-loop test runs 20 simulated minutes at 40x (about 40 s); the 5-hour run is a benchmark
+The closed-loop test runs 20 simulated minutes at 40x (about 40 s); the 5-hour run is a benchmark
 (``benchmarks/simulate_report.py --live``).
 """
 
@@ -19,21 +18,17 @@ import yaml
 from adapter.catalog import duration_seconds, load_catalog, parse_catalog
 from adapter.demo.autoscaler import pod_infos, pods_metric_path, replay
 from adapter.demo.catalogs import catalog_document, scaled_catalog
-from adapter.demo.live import LiveOptions, _count_at_most, run_live, token_summary
+from adapter.demo.live import LiveOptions, run_live, token_summary
 from adapter.demo.live_report import compare, offline_twin
 from adapter.demo.tokenpods import TokenPods
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.spec import HPASpec, load_hpa
 from adapter.sim.config import Deployment
-from adapter.sim.fleet import Fleet, PodPhase
-from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.policies import build_policy
-from adapter.sim.profiles import DEFAULT_PROFILE, profile
 from adapter.sim.simulate import SimulationConfig, SimulationError, SyncRecord, run_policy
-from adapter.sim.slo import DEFAULT_SLO, parse_slo
-from adapter.sim.tokenfleet import TokenEngine
+from adapter.sim.snapshot import PodPhase
 from adapter.sim.trace import ScaledTrace, synthetic_trace
-from tests.support.sim import CATALOG, PHYSICS
+from tests.support.sim import CATALOG, ENGINE, PHYSICS, knee, sim_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,32 +64,25 @@ def test_pods_path_is_the_hpa_clients() -> None:
 
 def test_pod_infos_as_the_api_holds_them() -> None:
     cfg = replace(PHYSICS, load_delay_s=(100.0, 100.0))
-    fleet = Fleet(cfg, replicas=2)
-    fleet.set_replicas(3, 0.0)  # one pod loading
+    fleet = TokenPods(ENGINE, cfg, replicas=2, now=0.0)
+    fleet.set_replicas(4, 0.0)  # two pods loading
     fleet.advance(1.0, 10.0)
-    fleet.set_replicas(2, 1.0)  # the loading pod goes at once
-    fleet.set_replicas(1, 1.0)  # a ready pod drains
+    fleet.set_replicas(3, 1.0)  # a loading pod goes at once
     snap = fleet.snapshot()
     infos = {p.name: p for p in pod_infos(snap, 4000)}
+    assert len(infos) == 3
     for pod in snap.pods:
         info = infos[pod.name]
         assert info.phase == "Running" and info.requests_milli == {"cpu": 4000}
         assert info.ready == (pod.phase is PodPhase.READY)
-        assert info.deleted == (pod.phase is PodPhase.TERMINATING)
-    assert sum(i.deleted for i in infos.values()) == 1
-
-
-def test_slo_count_from_buckets() -> None:
-    cum = [10.0, 20.0, 40.0, 50.0] + [60.0] * 17  # le = 0.3, 0.5, 0.8, 1.0, ...
-    assert _count_at_most(cum, 60.0, 0.8) == 40.0  # a bucket bound: exact
-    assert _count_at_most(cum, 60.0, 0.9) == pytest.approx(45.0)  # linear inside (0.8, 1.0]
-    assert _count_at_most(cum, 60.0, 10_000.0) == 60.0
+        assert not info.deleted
+    assert sum(i.ready for i in infos.values()) == 2
 
 
 def _offline_records() -> tuple[HPASpec, tuple[SyncRecord, ...]]:
-    trace = ScaledTrace(synthetic_trace(days=1), peak_rps=24 * 40.0)
+    trace = ScaledTrace(synthetic_trace(days=1), peak_rps=24 * knee())
     policy = build_policy("composite", design_hpa(), CATALOG)
-    config = SimulationConfig(fleet=PHYSICS, start_s=8 * 3600.0, duration_s=3 * 3600.0, record_syncs=True)
+    config = sim_config(start_s=8 * 3600.0, duration_s=3 * 3600.0, record_syncs=True)
     run = run_policy(policy, trace, config, CATALOG)
     assert run.summary["scale_events"]  # something to replay
     return policy.hpa, run.syncs
@@ -132,36 +120,8 @@ def test_replay_feeds_only_recorded_values() -> None:
     assert not replay(spec, doubled).matches
 
 
-@pytest.mark.binary("prometheus")
-def test_closed_loop_against_the_real_adapter() -> None:
-    """20 simulated minutes at 40x with too few pods at the start: the HPA reads the composite from the
-    real adapter over HTTP, scales the fleet up, and a fresh model replaying what it read decides the same
-    at every sync."""
-    trace = ScaledTrace(synthetic_trace(days=1), peak_rps=16 * 40.0)
-    policy = build_policy("composite", design_hpa(), CATALOG)
-    config = SimulationConfig(fleet=PHYSICS, start_s=12 * 3600.0, duration_s=20 * 60.0, initial_replicas=3)
-    live = run_live(policy, trace, config, LiveOptions(speed=40.0, scrape_interval_s=0.5))
-    assert len(live.records) == 80
-    assert live.replay.matches, live.replay.mismatches
-    desired = live.sync_desired
-    assert desired[0] == 3 and desired.max() > 6  # 3 pods cannot carry ~15 pods' worth of load
-    assert live.summary["scale_ups"]
-    # After the first scrapes every read succeeded and named only pods the fleet has had. (A pod deleted
-    # a moment ago may still be answered for: Prometheus holds its last scrape, as in a cluster, and the
-    # controller keeps such items in the average.)
-    assert live.read_errors <= 2
-    ever = {p.name for rec in live.records for p in rec.pods}
-    for rec in live.records[4:]:
-        values = rec.readings[0].pod_values or {}
-        assert values and set(values) <= ever
-        assert all(v >= 0 for v in values.values())
-    usage = live.sync_usage[np.isfinite(live.sync_usage)]
-    assert usage.max() > 1.0  # the overload was seen through Prometheus and the adapter
+# -- the live run's figures and the closed loop ----------------------------------------------------------------
 
-
-# -- token-level engines -------------------------------------------------------------------------------------
-
-ENGINE = TokenEngine(profile(DEFAULT_PROFILE), mix(DEFAULT_MIX), parse_slo(DEFAULT_SLO))
 TOKEN_FLEET = ENGINE.fleet_config(
     deployment=Deployment(name="llama-3-8b", namespace="llm", model_name=ENGINE.profile.model_name),
     load_delay_s=(90.0, 180.0),
@@ -170,14 +130,14 @@ TOKEN_FLEET = ENGINE.fleet_config(
 )
 
 
-def test_live_accounting_on_token_engines_is_the_offline_engines() -> None:
+def test_live_accounting_is_the_offline_engines() -> None:
     """The live loop's figures come from the token fleet's own ledger (``token_summary``): advanced at the same
     rates as the offline engine advances its fleet, with the same replicas, they are the offline run's figures."""
     trace = ScaledTrace(synthetic_trace(days=1), peak_rps=4 * ENGINE.knee() / 0.7)  # the knee at 10:00
     spec = replace(design_hpa(), min_replicas=4, max_replicas=4)
     policy = build_policy("composite", spec, CATALOG)
     start, duration = 6 * 3600.0, 6 * 3600.0
-    config = SimulationConfig(fleet=TOKEN_FLEET, start_s=start, duration_s=duration, initial_replicas=4, engine=ENGINE)
+    config = SimulationConfig(fleet=TOKEN_FLEET, engine=ENGINE, start_s=start, duration_s=duration, initial_replicas=4)
     offline = run_policy(policy, trace, config, CATALOG)
     assert offline.summary["itl_violation_minutes"] or offline.summary["ttft_violation_minutes"]  # overloaded
     assert offline.summary["slo_violation_minutes"] < duration / 60  # and not throughout
@@ -198,7 +158,7 @@ def test_live_accounting_on_token_engines_is_the_offline_engines() -> None:
 
 
 def _token_catalog_file(tmp_path: Path) -> Path:
-    """The shipped catalog with a composite both the server and the offline engine compute on token engines:
+    """The shipped catalog with a composite both the server and the offline engine compute:
     0.4 x GPU P90/100 (flat: busy at any load) + 0.6 x queue/8 (0 below saturation)."""
     doc = catalog_document(None)
     doc["composites"]["llm_composite_load"] = {
@@ -215,7 +175,7 @@ def _token_catalog_file(tmp_path: Path) -> Path:
 
 
 @pytest.mark.binary("prometheus")
-def test_closed_loop_on_token_engines(tmp_path: Path) -> None:
+def test_closed_loop_against_the_real_adapter(tmp_path: Path) -> None:
     """20 simulated minutes at 40x of token-level vLLM engines (their vLLM families and DCGM series scraped by a
     real Prometheus, served by the real adapter) with too few pods at the start: the HPA scales them up, a fresh
     model replaying what it read decides the same at every sync, and the offline engine on the same span, the same
@@ -225,7 +185,7 @@ def test_closed_loop_on_token_engines(tmp_path: Path) -> None:
     trace = ScaledTrace(synthetic_trace(days=1), peak_rps=16 * ENGINE.knee())
     policy = build_policy("composite", design_hpa(), catalog)
     config = SimulationConfig(
-        fleet=TOKEN_FLEET, start_s=12 * 3600.0, duration_s=20 * 60.0, initial_replicas=3, engine=ENGINE
+        fleet=TOKEN_FLEET, engine=ENGINE, start_s=12 * 3600.0, duration_s=20 * 60.0, initial_replicas=3
     )
     options = LiveOptions(speed=40.0, scrape_interval_s=0.5, catalog_path=catalog_path)
     live = run_live(policy, trace, config, options)

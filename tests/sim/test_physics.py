@@ -1,5 +1,5 @@
-"""The simulator's honesty: waiting before saturation, late metrics, GPU availability, the warmed forecaster,
-the right-sized start, and the oracle lower bound."""
+"""The simulator's honesty: late metrics, GPU availability, the warmed forecaster, the right-sized start, and the
+oracle lower bound."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from adapter.api.wire import quantity
 from adapter.hpa.spec import load_hpa
 from adapter.quantity import milli_value, parse_quantity
 from adapter.sim.accounting import oracle_gpu_hours, oracle_pods, violated_minutes
-from adapter.sim.fluid import FluidFleet, GpuPool, SimulationError
 from adapter.sim.forecasting import BoostTracker, history_span_s, warmup_history
-from adapter.sim.latency import WaitModel, erlang_c, knee_rate
+from adapter.sim.latency import erlang_c
+from adapter.sim.lifecycle import GpuPool, SimulationError
 from adapter.sim.observer import Observer
 from adapter.sim.policies import CpuModel, build_policy, to_milli
-from adapter.sim.simulate import SimulationConfig, initial_replicas, knee, run_policy
+from adapter.sim.simulate import initial_replicas, knee, run_policy
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
-from tests.support.sim import CATALOG, PHYSICS
+from tests.support.sim import CATALOG, ENGINE, PHYSICS, saturation, sim_config, token_fleet
+from tests.support.sim import knee as engine_knee
 
 REPO = Path(__file__).resolve().parents[2]
 HPA_FILE = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
@@ -33,7 +34,7 @@ def flat_trace(rate: float, hours: float = 2.0, step_s: float = 600.0) -> Scaled
     return ScaledTrace(RateTrace(step_s=step_s, rates=rates, suspect=np.zeros(rates.size, dtype=bool)), peak_rps=rate)
 
 
-# -- waiting before saturation ---------------------------------------------------------------------------------
+# -- queueing arithmetic ------------------------------------------------------------------------------------
 
 
 def test_erlang_c_matches_the_closed_forms() -> None:
@@ -43,70 +44,24 @@ def test_erlang_c_matches_the_closed_forms() -> None:
     assert erlang_c(8, 0.0) == 0.0 and erlang_c(8, 1.0) == 1.0
 
 
-def test_latency_distribution_matches_a_monte_carlo_of_the_same_model() -> None:
-    """P(wait + service <= b): wait 0 or exponential (Erlang C, rate (mu - lam)/k), lognormal service."""
-    model = WaitModel(PHYSICS)
-    lam = 0.9 * PHYSICS.capacity_rps
-    p, theta = model.wait(lam)
-    assert 0.3 < p < 1.0
-    rng = np.random.default_rng(1)
-    n = 400_000
-    sigma = PHYSICS.latency_sigma
-    service = rng.lognormal(math.log(model.service_mean(lam)) - sigma * sigma / 2, sigma, n)
-    wait = np.where(rng.random(n) < p, rng.exponential(1.0 / theta, n), 0.0)
-    latency = wait + service
-    bounds = np.asarray([0.3, 0.5, 0.8, 1.5, 5.0])
-    expected = [(latency <= b).mean() for b in bounds]
-    assert model.stationary_cdf(lam, bounds) == pytest.approx(expected, abs=3e-3)
-
-
-def test_waiting_grows_smoothly_towards_capacity() -> None:
-    model = WaitModel(PHYSICS)
-    mu = PHYSICS.capacity_rps
-    over = [model.over_slo(r * mu, 0.8) for r in (0.3, 0.6, 0.8, 0.9, 0.95, 0.99)]
-    queue = [model.mean_queue(r * mu) for r in (0.3, 0.6, 0.8, 0.9, 0.95, 0.99)]
-    assert over == sorted(over) and queue == sorted(queue)
-    assert over[-1] > 0.5 and queue[-1] > 20  # near capacity a real pod queues: the P99 is long gone
-    fluid = WaitModel(PHYSICS, enabled=False)
-    assert fluid.mean_queue(0.99 * mu) == 0.0 and fluid.over_slo(0.99 * mu, 0.8) < over[-1]
-    bursty = WaitModel(PHYSICS, arrival_cv2=4.0)
-    assert bursty.over_slo(0.9 * mu, 0.8) > model.over_slo(0.9 * mu, 0.8)
-
-
-def test_the_knee_is_where_the_p99_meets_the_slo() -> None:
-    model = WaitModel(PHYSICS)
-    k = knee_rate(model, 0.8)
-    assert 0.5 * PHYSICS.capacity_rps < k < PHYSICS.capacity_rps  # queueing costs headroom
-    assert model.over_slo(k, 0.8) == pytest.approx(0.01, abs=1e-4)
-    assert model.over_slo(1.02 * k, 0.8) > 0.01
-    assert knee_rate(WaitModel(PHYSICS, enabled=False), 0.8) > k
-    assert knee_rate(model, 0.2) == 0.0  # an idle pod's P99 (0.40 s) already misses 0.2 s
-    assert knee(SimulationConfig(fleet=PHYSICS)) == pytest.approx(k)
-
-
-def test_the_fluid_fleet_queues_below_capacity() -> None:
-    """At 90 % of capacity the fluid model has no queue and no slow request; M/G/c has both."""
-    rate = 4 * 0.9 * PHYSICS.capacity_rps
-    runs = {}
-    for queueing in (False, True):
-        fleet = FluidFleet(PHYSICS, replicas=4, start=0.0, end=600.0, slo_s=0.8, queueing=queueing)
-        fleet.advance(600.0, rate)
-        runs[queueing] = fleet
-    fluid, mgc = runs[False], runs[True]
-    assert fluid.waiting.sum() == 0.0 and mgc.waiting.sum() == 0.0  # no backlog in either
-    assert fluid.queue_depth.sum() == 0.0 and mgc.queue_depth.sum() > 4.0  # but vLLM's gauge shows a queue
-    share = mgc.ledger.over_slo.sum() / mgc.ledger.completions.sum()
-    assert share == pytest.approx(mgc.waits.over_slo(rate / 4, 0.8), rel=1e-6)
-    assert share > 0.01 > fluid.ledger.over_slo.sum() / fluid.ledger.completions.sum()
-    # Same requests served either way: the wait changes latencies, not the conservation of requests.
-    assert mgc.ledger.completions.sum() == pytest.approx(fluid.ledger.completions.sum())
+def test_the_knee_is_the_engines() -> None:
+    """The replay's per-pod knee is the engine's: the largest load of its mix at which every bound holds."""
+    config = sim_config()
+    k = knee(config)
+    assert k == ENGINE.knee() and 0 < k < saturation()
+    bounds = ENGINE.slo.stated
+    for load, ok in ((0.9 * k, True), (1.1 * k, False)):  # the P99s are Monte Carlo: within 1 % they are noise
+        point = ENGINE.model().at(load)
+        p99 = {"ttft": float(np.quantile(point.ttft_s, 0.99)), "itl": float(np.quantile(point.itl_s, 0.99))}
+        held = p99["ttft"] <= bounds["ttft"] and p99["itl"] <= bounds["itl"]
+        assert held is ok
 
 
 # -- late metrics -----------------------------------------------------------------------------------------------
 
 
 def test_the_hpa_reads_values_as_old_as_the_metric_delay() -> None:
-    fleet = FluidFleet(PHYSICS, replicas=2, start=0.0, end=600.0, slo_s=0.8)
+    fleet = token_fleet(2, 600.0)
     observer = Observer(
         fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0, deployment="llm", delay_s=30.0
     )
@@ -115,7 +70,7 @@ def test_the_hpa_reads_values_as_old_as_the_metric_delay() -> None:
         now = 15.0 * k
         view = observer.observed(now)
         seen.append(view.now)
-        fleet.advance(now + 15.0, 40.0 + 20.0 * k)
+        fleet.advance(now + 15.0, (0.5 + 0.3 * k) * saturation())
     assert seen == [0.0, 0.0, 0.0, 15.0, 30.0, 45.0]  # the oldest there is, then 30 s old
     with pytest.raises(SimulationError, match="multiple of the sync period"):
         Observer(
@@ -125,13 +80,13 @@ def test_the_hpa_reads_values_as_old_as_the_metric_delay() -> None:
 
 def test_a_late_metric_makes_the_hpa_react_later() -> None:
     trace = ScaledTrace(
-        RateTrace(step_s=600.0, rates=np.asarray([100.0, 400.0, 400.0]), suspect=np.zeros(3, dtype=bool)),
-        peak_rps=400.0,
+        RateTrace(step_s=600.0, rates=np.asarray([3.0, 12.0, 12.0]), suspect=np.zeros(3, dtype=bool)),
+        peak_rps=12.0 * engine_knee(),
     )
     policy = build_policy("gpu@60", load_hpa(HPA_FILE), CATALOG)
     first_up = {}
     for delay in (0.0, 60.0):
-        config = SimulationConfig(fleet=PHYSICS, duration_s=1800.0, metric_delay_s=delay)
+        config = sim_config(duration_s=1800.0, metric_delay_s=delay)
         run = run_policy(policy, trace, config, CATALOG)
         first_up[delay] = float(run.sync_t[np.argmax(run.sync_desired > run.sync_desired[0])])
     assert first_up[60.0] - first_up[0.0] == pytest.approx(60.0)
@@ -143,7 +98,7 @@ def test_a_late_metric_makes_the_hpa_react_later() -> None:
 def test_pods_beyond_the_warm_gpus_wait_for_a_node() -> None:
     pool = GpuPool(warm_gpus=8, node_provision_s=(200.0, 200.0), max_gpus=16)
     cfg = replace(PHYSICS, load_delay_s=(100.0, 100.0), gpus_per_pod=2, gpus_per_node=8)
-    fleet = FluidFleet(cfg, replicas=3, start=0.0, end=3600.0, slo_s=0.8, pool=pool)
+    fleet = token_fleet(3, 3600.0, config=cfg, pool=pool)
     fleet.set_replicas(10, 0.0)
     delays = fleet.ready_at - fleet.created
     # 3 ready + 1 more fit the 8 warm GPUs; 4 fill the added node (200 s + 100 s); 2 exceed max_gpus.
@@ -161,11 +116,11 @@ def test_pods_beyond_the_warm_gpus_wait_for_a_node() -> None:
 
 def test_a_gpu_pool_costs_slo_minutes_on_a_surge() -> None:
     trace = ScaledTrace(
-        RateTrace(step_s=600.0, rates=np.asarray([80.0, 480.0, 480.0, 480.0]), suspect=np.zeros(4, dtype=bool)),
-        peak_rps=480.0,
+        RateTrace(step_s=600.0, rates=np.asarray([2.0, 14.0, 14.0, 14.0]), suspect=np.zeros(4, dtype=bool)),
+        peak_rps=14.0 * engine_knee(),
     )
     policy = build_policy("gpu@60", load_hpa(HPA_FILE), CATALOG)
-    base = SimulationConfig(fleet=PHYSICS, duration_s=2400.0)
+    base = sim_config(duration_s=2400.0)
     free = run_policy(policy, trace, base, CATALOG)
     tight = run_policy(policy, trace, replace(base, pool=GpuPool(warm_gpus=8)), CATALOG)
     assert int(tight.summary["slo_violation_minutes"] or 0) > int(free.summary["slo_violation_minutes"] or 0)
@@ -175,7 +130,7 @@ def test_a_gpu_pool_costs_slo_minutes_on_a_surge() -> None:
 
 
 def test_the_forecaster_is_warmed_with_the_trace_before_the_replay() -> None:
-    trace = ScaledTrace(synthetic_trace(days=1, step_s=300.0), peak_rps=32 * 40.0)
+    trace = ScaledTrace(synthetic_trace(days=1, step_s=300.0), peak_rps=32 * engine_knee())
     spec = CATALOG.forecast
     assert spec is not None
     span = history_span_s(spec)
@@ -189,7 +144,7 @@ def test_the_forecaster_is_warmed_with_the_trace_before_the_replay() -> None:
     assert warm.boost(12 * 3600.0, completions) > 1.0 and warm.reasons == {"ok": 1}  # rising morning load
     assert cold.boost(12 * 3600.0, completions) == 1.0 and cold.fits == 0
     policy = build_policy("boosted", load_hpa(HPA_FILE), CATALOG)
-    config = SimulationConfig(fleet=PHYSICS, start_s=12 * 3600.0, duration_s=3600.0)
+    config = sim_config(start_s=12 * 3600.0, duration_s=3600.0)
     run = run_policy(policy, trace, config, CATALOG)
     assert run.forecast is not None and run.sync_boost[0] > 1.0
     unwarmed = run_policy(policy, trace, replace(config, warm_forecast=False), CATALOG)
@@ -197,10 +152,10 @@ def test_the_forecaster_is_warmed_with_the_trace_before_the_replay() -> None:
 
 
 def test_every_policy_starts_sized_for_the_first_minute() -> None:
-    trace = flat_trace(300.0)
-    config = SimulationConfig(fleet=PHYSICS, duration_s=1200.0)
+    trace = flat_trace(8.8 * engine_knee())
+    config = sim_config(duration_s=1200.0)
     n = initial_replicas(trace, config, 1, 40)
-    assert n == math.ceil(300.0 / knee(config))
+    assert n == math.ceil(8.8 * engine_knee() / knee(config)) == 9
     for name in ("gpu", "composite", "queue"):
         run = run_policy(build_policy(name, load_hpa(HPA_FILE), CATALOG), trace, config, CATALOG)
         assert int(run.sync_desired[0]) >= 1 and not run.minute_violated[:3].any(), name
@@ -218,8 +173,8 @@ def test_oracle_counts_whole_pods_at_the_knee_every_minute() -> None:
 
 
 def test_every_run_reports_its_multiple_of_the_oracle() -> None:
-    trace = ScaledTrace(synthetic_trace(days=1, step_s=600.0), peak_rps=16 * 40.0)
-    config = SimulationConfig(fleet=PHYSICS, start_s=8 * 3600.0, duration_s=3 * 3600.0)
+    trace = ScaledTrace(synthetic_trace(days=1, step_s=600.0), peak_rps=16 * engine_knee())
+    config = sim_config(start_s=8 * 3600.0, duration_s=3 * 3600.0)
     run = run_policy(build_policy("gpu", load_hpa(HPA_FILE), CATALOG), trace, config, CATALOG)
     s = run.summary
     per_minute = np.asarray([trace.rate_at(8 * 3600.0 + 60.0 * m).rate for m in range(180)])
@@ -249,43 +204,17 @@ def test_the_view_exposes_the_engines_batch_signals() -> None:
     GPU utilization (a hook for a composite that reads them)."""
     seen = []
     for share in (0.3, 0.6, 0.9):
-        fleet = FluidFleet(PHYSICS, replicas=2, start=0.0, end=120.0, slo_s=0.8)
-        fleet.advance(60.0, 2 * share * PHYSICS.capacity_rps)
+        fleet = token_fleet(2, 120.0)
+        fleet.advance(60.0, 2 * share * saturation())
         observer = Observer(fleet, latency_window_s=120.0, cpu=CpuModel(), sync_period_s=15.0, seed=0, deployment="llm")
         view = observer.view(60.0)
         assert view.running is not None and view.kv_cache_usage is not None
         assert view.running == pytest.approx(fleet.running)
         seen.append((float(view.running[0]), float(view.kv_cache_usage[0]), float(view.gpu_util[0].mean())))
     running, kv, gpu = zip(*seen, strict=True)
-    assert running[0] < running[1] < running[2] < PHYSICS.batch_slots
-    assert kv[0] < kv[1] < kv[2] < PHYSICS.kv_full_usage
+    assert running[0] < running[1] < running[2] < ENGINE.model().max_running
+    assert kv[0] < kv[1] < kv[2] < 1.0
     assert kv[2] / kv[0] > 3.0 and gpu[2] / gpu[0] < 1.5  # the GPU term barely moves; the batch does
-
-
-def test_the_step_by_step_fleet_waits_like_the_fluid_one() -> None:
-    """``Fleet(waits=...)`` (the live loop's fleet) and ``FluidFleet`` (the offline engine) book the same share
-    of slow requests and show the same queue below capacity; without ``waits`` the Fleet is unchanged."""
-    from adapter.sim.fleet import Fleet
-
-    cfg = replace(PHYSICS, substep_s=0.06)
-    for share in (0.7, 0.9, 0.95):
-        rate = 3 * share * cfg.capacity_rps
-        fluid = FluidFleet(cfg, replicas=3, start=0.0, end=120.0, slo_s=0.8)
-        fluid.advance(120.0, rate)
-        stepped = Fleet(cfg, replicas=3, waits=WaitModel(cfg))
-        plain = Fleet(cfg, replicas=3)
-        for _ in range(2000):
-            stepped.advance(0.06, rate)
-            plain.advance(0.06, rate)
-        le = 2  # the 0.8 s bucket
-        pods = stepped.snapshot().pods
-        done = sum(p.completed for p in pods)
-        slow = 1.0 - sum(p.latency_buckets[le] for p in pods) / done
-        assert slow == pytest.approx(fluid.ledger.over_slo.sum() / fluid.ledger.completions.sum(), abs=2e-3)
-        assert sum(p.waiting for p in pods) == pytest.approx(float(fluid.queue_depth.sum()), rel=1e-6)
-        plain_pods = plain.snapshot().pods
-        assert sum(p.waiting for p in plain_pods) == 0.0
-        assert 1.0 - sum(p.latency_buckets[le] for p in plain_pods) / done < slow
 
 
 def _run(name: str, minutes: int, gpu_hours: float, x_oracle: float | None, total: int = 2000) -> Any:

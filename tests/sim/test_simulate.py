@@ -1,5 +1,5 @@
-"""The offline what-if engine: its numerics, its physics against the step-by-step fleet, the policies, the
-forecast boost as the server computes it, the report and the CLI."""
+"""The offline what-if engine: its numerics, the pods' lifecycle under the token-level engines, the policies,
+the forecast boost as the server computes it, the report and the CLI."""
 
 from __future__ import annotations
 
@@ -18,10 +18,8 @@ import yaml
 from adapter.aggregate import reduce_values
 from adapter.forecast_service import ForecastService, fit_history
 from adapter.hpa.spec import HPASpec, load_hpa
-from adapter.sim.fleet import VLLM_E2E_LATENCY_BUCKETS, Fleet
-from adapter.sim.fluid import FluidFleet
 from adapter.sim.forecasting import BoostTracker, history_points
-from adapter.sim.latency import histogram_quantile, normal_cdf
+from adapter.sim.latency import histogram_quantile
 from adapter.sim.policies import (
     POLICY_NAMES,
     PodView,
@@ -34,9 +32,9 @@ from adapter.sim.policies import (
     readings,
 )
 from adapter.sim.report import goal, table, to_json, write_plot
-from adapter.sim.simulate import SimulationConfig, run_policy, simulate
+from adapter.sim.simulate import run_policy, simulate
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
-from tests.support.sim import CATALOG, PHYSICS
+from tests.support.sim import CATALOG, PHYSICS, knee, saturation, sim_config, token_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 HPA_FILE = REPO / "apiservice-manifests" / "examples" / "vllm-hpa.yaml"
@@ -54,12 +52,6 @@ def step_trace(levels: list[float], step_s: float = 600.0) -> ScaledTrace:
 
 
 # -- numerics ---------------------------------------------------------------------------------------------
-
-
-def test_normal_cdf_matches_erfc() -> None:
-    z = np.linspace(-8.0, 8.0, 3201)
-    exact = np.array([0.5 * math.erfc(-v / math.sqrt(2.0)) for v in z])
-    assert np.max(np.abs(normal_cdf(z) - exact)) < 2e-7
 
 
 def test_histogram_quantile_follows_prometheus() -> None:
@@ -86,79 +78,41 @@ def test_gpu_p90_is_the_servers_reduction(gpus: int) -> None:
     assert np.allclose(gpu_p90(util), expected)
 
 
-# -- physics: the fluid engine against the step-by-step fleet ----------------------------------------------
-
-
-def test_fluid_fleet_tracks_the_step_by_step_fleet() -> None:
-    """Same config, same load steps (under and over capacity), same scale-up: the queue, the completions
-    and the share of requests over 0.8 s (a vLLM bucket bound) agree with adapter.sim.fleet.Fleet (whose
-    fluid model has no wait below capacity: ``queueing=False``)."""
-    cfg = replace(PHYSICS, substep_s=0.04, load_delay_s=(120.0, 120.0))
-    plan = {0: 100.0, 180: 180.0, 300: 150.0, 420: 300.0, 600: 60.0}
-    scale = {300: 7, 480: 9}
-    end = 780.0
-    fluid = FluidFleet(cfg, replicas=4, start=0.0, end=end, slo_s=0.8, queueing=False)
-    fleet = Fleet(cfg, replicas=4)
-    le = VLLM_E2E_LATENCY_BUCKETS.index(0.8)
-    minute_done: list[float] = []
-    minute_ok: list[float] = []
-    before = (0.0, 0.0)
-    rate = 0.0
-    for k in range(int(end // 15)):
-        t = 15.0 * k
-        rate = plan.get(int(t), rate)
-        if t in scale:
-            fluid.set_replicas(scale[int(t)], t)
-            fleet.set_replicas(scale[int(t)], t)
-        fluid.advance(t + 15.0, rate)
-        for _ in range(30):
-            fleet.advance(0.5, rate)
-        snap = fleet.snapshot()
-        assert sum(p.waiting for p in snap.pods) == pytest.approx(float(fluid.waiting.sum()), abs=12.0)
-        if k % 4 == 3:
-            done = sum(p.completed for p in snap.pods)
-            ok = sum(p.latency_buckets[le] for p in snap.pods)
-            minute_done.append(done - before[0])
-            minute_ok.append(ok - before[1])
-            before = (done, ok)
-    led = fluid.ledger
-    for m in range(1, len(minute_done)):  # the first minute holds the fluid batch's fill-up
-        assert led.completions[m] == pytest.approx(minute_done[m], rel=0.01)
-        fleet_over = 1.0 - minute_ok[m] / minute_done[m]
-        assert led.over_slo[m] / led.completions[m] == pytest.approx(fleet_over, abs=0.02)
-    # Overloaded minutes are (nearly) all over the SLO, light ones (nearly) none: the physics has a cliff.
-    assert led.over_slo[6] / led.completions[6] > 0.9
-    assert led.over_slo[12] / led.completions[12] < 0.01
+# -- the pods' lifecycle --------------------------------------------------------------------------------
 
 
 def test_requests_are_conserved() -> None:
-    fleet = FluidFleet(replace(PHYSICS, load_delay_s=(90.0, 180.0)), replicas=3, start=0.0, end=3600.0, slo_s=0.8)
-    rates = [60.0, 200.0, 90.0, 400.0, 30.0, 150.0]
-    for k, rate in enumerate(rates):
+    """Through loading pods, overload (a backlog, a full queue), drains and an empty Service: every arrival is
+    completed, dropped or still waiting."""
+    fleet = token_fleet(3, 3600.0, config=replace(PHYSICS, max_queue=200.0))
+    sat = saturation()
+    for k, (pods, load) in enumerate([(3, 0.6), (6, 2.0), (2, 0.9), (9, 1.5), (1, 3.0), (4, 0.5)]):
         t = 600.0 * k
-        fleet.set_replicas([3, 6, 2, 9, 1, 4][k], t)
-        fleet.advance(t + 600.0, rate)
+        fleet.set_replicas(pods, t)
+        fleet.advance(t + 600.0, pods * load * sat)
     led = fleet.ledger
-    in_system = float(fleet.waiting.sum() + fleet.running.sum())
+    assert led.dropped.sum() > 0 and fleet.waiting.sum() >= 0
+    in_system = float(fleet.waiting.sum())
     assert led.arrivals.sum() == pytest.approx(led.completions.sum() + led.dropped.sum() + in_system, rel=1e-9)
 
 
 def test_scale_down_removes_loading_pods_first_then_the_newest() -> None:
-    cfg = replace(PHYSICS, load_delay_s=(100.0, 100.0))
-    fleet = FluidFleet(cfg, replicas=3, start=0.0, end=600.0, slo_s=0.8)
-    fleet.advance(60.0, 100.0)
+    sat = saturation()
+    fleet = token_fleet(3, 600.0, config=replace(PHYSICS, load_delay_s=(100.0, 100.0)))
+    fleet.advance(60.0, 2.5 * sat)
     fleet.set_replicas(5, 60.0)  # two pods loading until t=160
-    fleet.advance(200.0, 100.0)
+    fleet.advance(200.0, 2.5 * sat)
     fleet.set_replicas(7, 200.0)  # two more loading until t=300
-    fleet.advance(240.0, 240.0)  # overload: every ready pod holds a queue (below max_queue)
-    held = float(fleet.waiting.sum() + fleet.running.sum())
+    fleet.advance(240.0, 6.0 * sat)  # overload: every ready pod holds a queue (below max_queue)
+    held = float(fleet.waiting.sum())
+    assert held > 0
     done_before, seconds_before = fleet.ledger.completions.sum(), fleet.ledger.pod_seconds.sum()
     fleet.set_replicas(4, 240.0)
     # The two loading pods (ids 5, 6) went first, then the newest ready one (id 4).
     assert fleet.ids.tolist() == [0, 1, 2, 3]
-    drained = done_before + held - float(fleet.waiting.sum() + fleet.running.sum())
+    drained = done_before + held - float(fleet.waiting.sum())
     assert fleet.ledger.completions.sum() == pytest.approx(drained)
-    assert fleet.ledger.pod_seconds.sum() > seconds_before  # the draining pod held its GPUs a while
+    assert fleet.ledger.pod_seconds.sum() > seconds_before  # the draining pod held its GPU a while
     assert fleet.ledger.dropped.sum() == 0.0
 
 
@@ -221,21 +175,23 @@ def test_pod_values_fuse_like_the_server() -> None:
         serving=np.array([True, False]),
         gpu_util=np.array([[100.0, 100.0], [2.0, 2.0]]),
         queue=np.array([4.0, 0.0]),
-        latency_p99=np.array([0.4, np.nan]),
+        latency_p99=np.array([2.5, np.nan]),
         cpu_milli=np.array([570.0, 250.0]),
+        itl_p99=np.array([0.03, np.nan]),
     )
     composite = pod_values("llm_composite_load", view, CATALOG)
     # Each term max(v - idle, 0) / (target - idle) with the catalog's targets, weights as written; the loading
     # pod has no queue series (no vLLM /metrics yet), so it gets no composite (never a re-weighted GPU term).
-    gpu, queue, lat = CATALOG.composites["llm_composite_load"].terms
+    gpu, queue, itl = CATALOG.composites["llm_composite_load"].terms
+    assert itl.metric == "inference_itl_p99_seconds"
     want = (
-        0.4 * 100.0 / gpu.target + 0.3 * 4.0 / queue.target + 0.3 * max(0.4 - lat.idle, 0.0) / (lat.target - lat.idle)
+        0.4 * 100.0 / gpu.target + 0.3 * 4.0 / queue.target + 0.3 * max(0.03 - itl.idle, 0.0) / (itl.target - itl.idle)
     )
     assert composite["ready"] == pytest.approx(want)
     assert "loading" not in composite
     boosted = pod_values("llm_composite_load_boosted", view, CATALOG, boost=1.5)
-    # The composite at 1.5x the load: the flat GPU term (saturated: 100 % is above its target) as it reads,
-    # the queue and latency terms x 1.5.
+    # The composite at 1.5x the load: the flat GPU term (saturated: 100 % is its target) as it reads, the queue
+    # and latency terms x 1.5.
     gpu_part = 0.4 * 100.0 / gpu.target
     assert boosted["ready"] == pytest.approx(gpu_part + 1.5 * (want - gpu_part))
     # With elasticities, each term that tracks load x 1.5 ** its elasticity (the server's at_load).
@@ -285,8 +241,8 @@ def test_boost_tracker_refits_once_per_step_with_the_servers_function() -> None:
 def test_cpu_only_scales_down_while_gpu_inference_saturates() -> None:
     """The classic failure: CPU stays far below its target, so the HPA shrinks the fleet to minReplicas
     and the SLO is violated; the GPU-utilization policy keeps pods because utilization saturates."""
-    trace = step_trace([400.0] * 12)
-    config = SimulationConfig(fleet=PHYSICS, duration_s=2 * 3600.0)
+    trace = step_trace([12 * knee()] * 12)
+    config = sim_config(duration_s=2 * 3600.0)
     runs = {
         p.name: run_policy(p, trace, config, CATALOG) for p in build_policies(["cpu", "gpu"], example_hpa(), CATALOG)
     }
@@ -294,13 +250,13 @@ def test_cpu_only_scales_down_while_gpu_inference_saturates() -> None:
     assert cpu.sync_desired[-1] == 1
     assert np.nanmax(cpu.sync_usage) < 0.2 * 4000  # milli-cores: well below 80 % of the 4-core request
     assert int(cpu.summary["slo_violation_minutes"] or 0) > 60
-    assert gpu.sync_desired.min() >= 12  # 400 req/s needs 10 pods at 100 %
+    assert gpu.sync_desired.min() >= math.ceil(12 * knee() / saturation())  # never fewer pods than at saturation
     assert int(gpu.summary["slo_violation_minutes"] or 0) == 0
 
 
 def test_runs_are_deterministic_and_share_the_physics() -> None:
-    trace = step_trace([200.0, 320.0, 180.0, 420.0, 260.0, 150.0])
-    config = SimulationConfig(fleet=PHYSICS, duration_s=3600.0)
+    trace = step_trace([k * knee() for k in (6.0, 9.0, 5.0, 12.0, 7.5, 4.5)])
+    config = sim_config(duration_s=3600.0)
     policy = build_policy("composite", example_hpa(), CATALOG)
     a, b = run_policy(policy, trace, config, CATALOG), run_policy(policy, trace, config, CATALOG)
     assert np.array_equal(a.sync_desired, b.sync_desired) and a.summary["gpu_hours"] == b.summary["gpu_hours"]
@@ -309,8 +265,8 @@ def test_runs_are_deterministic_and_share_the_physics() -> None:
 
 
 def test_simulate_in_processes_equals_in_process() -> None:
-    trace = step_trace([200.0, 320.0, 180.0])
-    config = SimulationConfig(fleet=PHYSICS, duration_s=1800.0)
+    trace = step_trace([k * knee() for k in (6.0, 9.0, 5.0)])
+    config = sim_config(duration_s=1800.0)
     policies = build_policies(["gpu", "queue", "composite"], example_hpa(), CATALOG)
     serial = simulate(policies, trace, config, CATALOG, workers=1)
     parallel = simulate(policies, trace, config, CATALOG, workers=2)
@@ -321,8 +277,8 @@ def test_simulate_in_processes_equals_in_process() -> None:
 def test_boosted_is_the_composite_times_the_servers_boost() -> None:
     """With max_boost 1 the boosted policy must decide exactly as the reactive composite; with the
     catalog's max_boost the forecast (refit every 5 min on the fleet's completions) changes decisions."""
-    trace = ScaledTrace(synthetic_trace(days=2), peak_rps=32 * 40.0)
-    config = SimulationConfig(fleet=PHYSICS, start_s=0.0, duration_s=12 * 3600.0)
+    trace = ScaledTrace(synthetic_trace(days=2), peak_rps=32 * knee())
+    config = sim_config(start_s=0.0, duration_s=12 * 3600.0)
     hpa = example_hpa()
     spec = CATALOG.forecast
     assert spec is not None
@@ -342,8 +298,8 @@ def test_boosted_is_the_composite_times_the_servers_boost() -> None:
 
 
 def test_report_json_table_and_plot(tmp_path: Path) -> None:
-    trace = step_trace([200.0, 320.0, 180.0])
-    config = SimulationConfig(fleet=PHYSICS, duration_s=1800.0)
+    trace = step_trace([k * knee() for k in (6.0, 9.0, 5.0)])
+    config = sim_config(duration_s=1800.0)
     policies = build_policies(["gpu", "composite", "boosted"], example_hpa(), CATALOG)
     result = simulate(policies, trace, config, CATALOG)
     doc = to_json(result)

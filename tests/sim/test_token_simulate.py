@@ -1,4 +1,4 @@
-"""``simulate --engine token``: token-level engines, request mixes from trace columns, SLOs on TTFT and ITL."""
+"""``simulate``'s token-level engines: request mixes from trace columns, SLOs on TTFT and ITL, the engine options."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adapter.sim.fleet import Deployment
+from adapter.sim.config import Deployment
 from adapter.sim.mix import AZURE_CONVERSATION
 from adapter.sim.profiles import LLAMA3_8B_H100
 from adapter.sim.slo import parse_slo
@@ -73,7 +73,7 @@ def test_the_itl_bound_binds_where_the_ttft_bound_does_not() -> None:
 
 
 def test_simulate_reads_the_azure_code_traces_token_columns(tmp_path: Path) -> None:
-    done = _simulate(tmp_path, "--engine", "token", "--trace", str(AZURE_CODE), *TOKEN_COLS, "--policy", "gpu",
+    done = _simulate(tmp_path, "--trace", str(AZURE_CODE), *TOKEN_COLS, "--policy", "gpu",
                      "--policy", "composite", "--peak-pods", "6", "--plot", str(tmp_path / "o.png"))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "o.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -94,7 +94,7 @@ def test_simulate_reads_the_azure_code_traces_token_columns(tmp_path: Path) -> N
 
 
 def test_without_token_columns_the_default_mix_is_used(tmp_path: Path) -> None:
-    done = _simulate(tmp_path, "--engine", "token", "--trace", str(AZURE_CODE), "--time-col", "timestamp",
+    done = _simulate(tmp_path, "--trace", str(AZURE_CODE), "--time-col", "timestamp",
                      "--value-col", "requests", "--count", "--policy", "gpu", "--peak-pods", "6",
                      "--slo", "ttft=1s,itl=150ms,e2e=20s")  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -106,14 +106,10 @@ def test_without_token_columns_the_default_mix_is_used(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--engine", "queue", "--profile", "llama3-8b-h100"), "--profile needs --engine token"),
-        (("--pod-capacity", "9"), "--pod-capacity is an --engine queue option"),
-        (("--engine", "token", "--profile", "gpt-9"), "unknown engine profile"),
-        (("--engine", "token", "--slo", "ttft=soon"), "bad duration"),
-        (("--engine", "token", "--slo", "p99=2s"), "NAME=DURATION"),
-        (("--engine", "token", "--pod-capacity", "20"), "--pod-capacity is an --engine queue option"),
-        (("--engine", "token", "--slo-p99", "1s"), "--slo-p99 is an --engine queue option"),
-        (("--engine", "token", "--mix", "azure-code", *TOKEN_COLS[5:]), "use one"),
+        (("--profile", "gpt-9"), "unknown engine profile"),
+        (("--slo", "ttft=soon"), "bad duration"),
+        (("--slo", "p99=2s"), "NAME=DURATION"),
+        (("--mix", "azure-code", *TOKEN_COLS[5:]), "use one"),
     ],
 )
 def test_bad_engine_options_are_one_line_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
@@ -123,8 +119,29 @@ def test_bad_engine_options_are_one_line_errors(tmp_path: Path, args: tuple[str,
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
+# The request queue's options: one physics, so they are unknown, never silently ignored. (calibrate's --slo-p99 is the
+# e2e form of a backend's history: tests/calibrate/test_cli.py.)
+_NO_PHYSICS = [("--engine", "queue"), ("--pod-capacity", "9"), ("--service-time", "1s"), ("--latency-sigma", "0.5"),
+               ("--gpus-per-pod", "2"), ("--queueing", "fluid"), ("--arrival-cv2", "2")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [*(("simulate", a) for a in [*_NO_PHYSICS, ("--slo-p99", "1s")]), *(("calibrate", a) for a in _NO_PHYSICS)],
+)
+def test_options_of_no_physics_are_refused(
+    command: str, args: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adapter.__main__ import build_parser
+
+    base = ["simulate", "--trace", str(AZURE_CODE), "--hpa", str(HPA_FILE), "--json", "o.json"]
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([*(base if command == "simulate" else ["calibrate", "--simulate"]), *args])
+    assert exc.value.code == 2 and f"unrecognized arguments: {' '.join(args)}" in capsys.readouterr().err
+
+
 def test_token_columns_need_count_and_each_other(tmp_path: Path) -> None:
-    base = ("--engine", "token", "--trace", str(AZURE_CODE), "--time-col", "timestamp", "--value-col", "requests")
+    base = ("--trace", str(AZURE_CODE), "--time-col", "timestamp", "--value-col", "requests")
     done = _simulate(tmp_path, *base, "--prompt-tokens-col", "input_tokens_sum", "--policy", "gpu")
     assert done.returncode == 2 and "both" in done.stderr
     done = _simulate(tmp_path, *base, *TOKEN_COLS[5:], "--policy", "gpu")
@@ -159,7 +176,7 @@ def test_a_window_without_requests_keeps_the_last_known_mix() -> None:
 
 
 def test_the_replay_is_deterministic(tmp_path: Path) -> None:
-    args = ("--engine", "token", "--trace", str(AZURE_CODE), *TOKEN_COLS, "--policy", "queue", "--peak-pods", "6")
+    args = ("--trace", str(AZURE_CODE), *TOKEN_COLS, "--policy", "queue", "--peak-pods", "6")
     docs = []
     for k in range(2):
         out = tmp_path / f"run{k}"
