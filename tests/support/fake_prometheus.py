@@ -3,10 +3,11 @@
 ``FakePrometheus`` is an ``httpx`` transport, so the adapter's real ``PromClient`` (its single-flight, its
 answer cache, its error handling) and everything above it run unchanged, with no socket and no process. It
 answers ``POST /api/v1/query`` with the vector the test set for that exact PromQL (an empty vector for any
-other), counts every query it receives, answers an HTTP error for a PromQL the test made fail, and holds the
-answer to a PromQL until the test releases it (controlled interleaving, no sleeps). It is a fake, not a model
-of Prometheus: it evaluates nothing, so the values are the test's; the real-backend tests stay the proof that
-the rendered PromQL means what it should.
+other) and ``POST /api/v1/query_range`` with the same series held constant over the range's steps, counts every
+query it receives, answers an HTTP error for a PromQL the test made fail, and holds the answer to a PromQL until
+the test releases it (controlled interleaving, no sleeps). It is a fake, not a model of Prometheus: it evaluates
+nothing, so the values are the test's; the real-backend tests stay the proof that the rendered PromQL means what
+it should.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ class FakePrometheus(httpx.AsyncBaseTransport):
         return httpx.AsyncClient(transport=self)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path != "/api/v1/query":
-            return httpx.Response(404, text="the fake answers /api/v1/query only")
+        if request.url.path not in ("/api/v1/query", "/api/v1/query_range"):
+            return httpx.Response(404, text="the fake answers /api/v1/query and /api/v1/query_range only")
         form = urllib.parse.parse_qs((await request.aread()).decode())
         promql = form["query"][0]
         self.queries[promql] += 1
@@ -112,7 +113,14 @@ class FakePrometheus(httpx.AsyncBaseTransport):
         series = self.answers.get(promql)
         if series is None and self.fallback is not None:
             series = list(self.fallback(promql))
-        result = [{"metric": dict(labels), "value": [self.at, repr(float(v))]} for labels, v in series or []]
-        return httpx.Response(
-            200, content=json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
-        )
+        if request.url.path == "/api/v1/query_range":
+            start, end, step = (float(form[k][0]) for k in ("start", "end", "step"))
+            steps = [start + i * step for i in range(int((end - start) / step + 1e-9) + 1)]
+            matrix = [
+                {"metric": dict(labels), "values": [[t, repr(float(v))] for t in steps]} for labels, v in series or []
+            ]
+            data = {"resultType": "matrix", "result": matrix}
+        else:
+            result = [{"metric": dict(labels), "value": [self.at, repr(float(v))]} for labels, v in series or []]
+            data = {"resultType": "vector", "result": result}
+        return httpx.Response(200, content=json.dumps({"status": "success", "data": data}))
