@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 
 from adapter.aggregate import attribute, reduce_values
-from adapter.calibrate.knee import F64, History
+from adapter.calibrate.knee import F64, MIN_BIN_REQUESTS, History
 from adapter.catalog import Catalog, MetricDef, Reduce, Term
 from adapter.labels import EVERYTHING
 from adapter.query.client import Backend, PromClient
@@ -45,6 +45,13 @@ BOUND_HISTOGRAMS = {
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 KV_USAGE = "vllm:kv_cache_usage_perc"
+# ``calibrate --simulate``'s sweep (``knee_sweep``): SWEEP_LEVELS steady loads up to SWEEP_TOP x the engine's
+# knee, so the load bins below the knee are dense whatever the knee's distance from saturation (a 70B engine's
+# knee can be 0.14 x its saturation), and the knee finder has bins past the knee to confirm it. Never beyond
+# SWEEP_MAX_TOP x the saturation (the sweep's top without a knee).
+SWEEP_LEVELS = 48
+SWEEP_TOP = 1.5
+SWEEP_MAX_TOP = 1.3
 
 
 @contextlib.asynccontextmanager
@@ -231,6 +238,19 @@ async def read_history(
         output_tokens=column("output", "sum"),
         kv_usage=column("kv", "max"),
     )
+
+
+def knee_sweep(engine: TokenEngine) -> tuple[int, int, float]:
+    """``(pods, levels, top)`` of ``simulated_history`` for ``engine``'s knee (``TokenEngine.knee``): SWEEP_LEVELS
+    loads up to SWEEP_TOP x the knee (``top`` is a multiple of the saturation, ``simulated_history``'s unit), on
+    enough pods that a load bin near half the knee holds the MIN_BIN_REQUESTS the knee finder judges (a measured
+    minute per level and pod; a big model's knee can be ~1 req/s per pod)."""
+    sat = engine.model().saturation_rps
+    knee = engine.knee()
+    top = min(SWEEP_TOP * knee / sat, SWEEP_MAX_TOP) if knee > 0 else SWEEP_MAX_TOP
+    per_pod = knee if knee > 0 else sat
+    pods = max(2, math.ceil(MIN_BIN_REQUESTS / (0.5 * per_pod * 60.0)))
+    return pods, SWEEP_LEVELS, top
 
 
 def simulated_history(

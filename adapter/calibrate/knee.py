@@ -17,7 +17,8 @@ Definitions (docs/calibrate.md):
 * **targets**: each term's ``idle`` and ``target`` so the term reads 0 at zero load and 1 at the safe point
   on the straight line through its values between half the safe point and the safe point. A term that is
   flat or saturating there (GPU utilization reads ~100 % whenever a pod is busy; a queue is empty until the
-  batch is full; see ``MIN_RISE``, ``SATURATION_RATIO``) cannot track load: it keeps ``idle`` 0 and its
+  batch is full; see ``MIN_RISE``, ``SATURATION_RATIO``; a history that never ran light enough to tell: a term
+  already at ``SATURATED_SHARE`` of its highest reading) cannot track load: it keeps ``idle`` 0 and its
   value at the safe point as its target (a busy-pod presence term) or, when it reads 0 there or anywhere
   between half the safe point and the safe point (an integer queue count that first shows a request or two
   near the knee: a step, not a slope), its catalog target (an overload alarm). The terms that do track load
@@ -50,6 +51,10 @@ MIN_BIN_REQUESTS = 500.0
 # a latency's slope grows with the batch).
 MIN_RISE = 0.02
 SATURATION_RATIO = 0.5
+# A history with too few bins below half the safe point gives no saturation verdict; a term reading at least this
+# share of its highest bin median at the safe point is then saturated there (a duty cycle at 99 % of the 100 % it
+# reaches past the knee), not tracking load.
+SATURATED_SHARE = 0.97
 # Boosts at which a term's elasticity is fitted (evenly from 1.1 to the forecast's max_boost); at least half of
 # them must fall within the measured bins.
 ELASTICITY_POINTS = 10
@@ -255,6 +260,12 @@ def _positive_throughout(bins: Sequence[LoadBin], metric: str, low: float, high:
     return bool(vals) and min(vals) > 0
 
 
+def _highest(bins: Sequence[LoadBin], metric: str) -> float:
+    """The highest of the bins' medians of ``metric`` (NaN when no bin has a value)."""
+    vals = [v for b in bins if math.isfinite(v := b.terms.get(metric, math.nan))]
+    return max(vals) if vals else math.nan
+
+
 def _measured(bins: Sequence[LoadBin], metric: str, load: float) -> float | None:
     """The bins' median of ``metric`` at ``load``, interpolated linearly between the neighbouring bins."""
     pts = sorted((b.load, b.terms.get(metric, math.nan)) for b in bins)
@@ -318,7 +329,10 @@ def propose_terms(
         measured = _measured(bins, t.metric, safe)
         at_safe = measured if measured is not None else fitted
         rises = slope > 0 and slope * 0.5 * safe >= MIN_RISE * fitted
-        saturating = low is not None and low[1] > 0 and slope < SATURATION_RATIO * low[1]
+        if low is not None:
+            saturating = low[1] > 0 and slope < SATURATION_RATIO * low[1]
+        else:
+            saturating = at_safe >= SATURATED_SHARE * _highest(bins, t.metric)
         # A term that still reads 0 in part of the fit range (a queue that first shows a request or two just
         # below the safe point: integer counts, a step, not a slope) is an alarm, not a load signal: scaled
         # to 1.0 at the safe point, one waiting request would add most of a pod's worth of composite.

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -130,10 +129,9 @@ def _token_slo(args: argparse.Namespace) -> Any:
 
 
 def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -> Any:
-    from adapter.calibrate.history import open_backend, read_history, simulated_history
+    from adapter.calibrate.history import knee_sweep, open_backend, read_history, simulated_history
 
     if args.simulate:
-        from adapter.calibrate.knee import MIN_BIN_REQUESTS
         from adapter.sim.config import Deployment, FleetConfig
         from adapter.sim.simulate import latency_window
 
@@ -147,10 +145,7 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
         config = engine.fleet_config(
             deployment=Deployment(), load_delay_s=FleetConfig.load_delay_s, drain_timeout_s=120.0, seed=0
         )
-        # A big model's knee can be ~1 req/s per pod: enough pods that a load bin near half the knee holds
-        # the MIN_BIN_REQUESTS the knee finder judges (a measured minute per level and pod).
-        per_pod = engine.knee() or engine.model().saturation_rps
-        pods = max(2, math.ceil(MIN_BIN_REQUESTS / (0.5 * per_pod * 60.0)))
+        pods, levels, top = knee_sweep(engine)
         demand, demand_step = None, 60.0
         if trace is not None:
             demand = np.asarray(trace.rates, dtype=np.float64)
@@ -164,6 +159,8 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
             deployment_step_s=demand_step,
             latency_window_s=latency_window(catalog),
             pods=pods,
+            levels=levels,
+            top=top,
         )
     missing = [
         f"--{n.replace('_', '-')}" for n in ("prometheus_url", "namespace", "deployment") if not getattr(args, n)

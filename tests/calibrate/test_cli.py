@@ -102,6 +102,14 @@ def test_simulated_token_engines_calibrate_to_the_engines_own_knee(
     own = TokenEngine(PROFILES[profile], AZURE_CONVERSATION, parse_slo("ttft=2s,itl=100ms")).knee()
     assert report["knee_rps_per_pod"] == pytest.approx(own, rel=0.1)
     assert "the last load within TTFT P99 <= 2 s" in capsys.readouterr().out
+    # The sweep is relative to the knee, wherever it sits against the saturation (0.57 x on the 8B engine, 0.14 x
+    # on the 70B one): dense below the knee, up to 1.5 x it.
+    loads = [b["load_rps"] for b in report["bins"]]
+    assert sum(x < report["knee_rps_per_pod"] for x in loads) >= 20
+    assert report["max_load_rps_per_pod"] == pytest.approx(1.5 * own, rel=0.1)
+    # The GPU duty cycle is saturated below the knee on both: a presence term, and the band widens for it.
+    gpu = next(t for t in report["terms"] if t["metric"] == "gpu_utilization_p90")
+    assert gpu["flat"] and not gpu["tracks_load"] and report["hpa_band"] > 1.15
 
 
 @pytest.mark.parametrize(

@@ -195,6 +195,30 @@ def test_an_integer_queue_that_first_shows_a_request_just_below_the_safe_point_i
     assert {p.metric: p for p in propose_terms(deep, TERMS, safe=30.0)[0]}["inference_queue_depth"].tracks_load
 
 
+def test_a_term_at_its_maximum_without_light_bins_to_judge_saturation_is_flat() -> None:
+    """A history that never ran below half the safe point (one bin there) gives no saturation verdict: a GPU duty
+    cycle at 99.4 % of the 100 % it reaches is saturated (flat), while terms still well below their maximum track
+    load."""
+    bins = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=min(100.0, 82.0 + 0.58 * x),
+            inference_queue_depth=0.0,
+            inference_latency_p99_seconds=0.4 + 0.005 * x,
+        )
+        for x in range(14, 44, 2)
+    ]
+    by = {p.metric: p for p in propose_terms(bins, TERMS, safe=30.0)[0]}
+    gpu = by["gpu_utilization_p90"]
+    assert gpu.flat and not gpu.tracks_load and gpu.idle == 0.0
+    assert by["inference_latency_p99_seconds"].tracks_load
+    # The same duty cycle still rising at the safe point (70 % of the 82 % it reaches) tracks load.
+    rising = [lb(x, 0.0, gpu_utilization_p90=40.0 + x, inference_queue_depth=0.0) for x in range(14, 44, 2)]
+    gpu = propose_terms(rising, TERMS[:2], safe=30.0)[0][0]
+    assert gpu.tracks_load and not gpu.flat and gpu.idle == pytest.approx(40.0)
+
+
 def test_the_mix_is_pooled_over_requests_and_the_kv_usage_read_at_the_knee() -> None:
     """Two pods per load: the bin's output tokens per request are tokens over requests (not a mean of the rows'
     ratios), the KV usage its median; the report reads the KV at the knee off the bins, the mix over all rows."""
