@@ -157,7 +157,7 @@ class PrometheusProvider:
         if boost == 1.0:
             return reading.values[pod].value
         assert reading.composite is not None  # only the boosted composite's base
-        return at_load(reading.composite[pod], served.flat, boost, dict(served.elasticity))
+        return at_load(reading.composite[pod], served.flat, boost, served.elasticity)
 
     def _boost(self, key: WorkloadKey, served: Served) -> float:
         """The workload's boost for the boosted composite (registering the workload); 1 for any other metric."""

@@ -6,7 +6,8 @@ metric's name against the catalog again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog, Combine, Term
@@ -29,8 +30,8 @@ class Served:
     names: tuple[str, ...] = ()  # the catalog metrics a read queries (itself, or the composite's terms)
     terms: tuple[Term, ...] = ()  # a composite's terms (the base's for the boosted composite)
     flat: frozenset[str] = frozenset()  # the boosted composite's flat terms (``aggregate.at_load``)
-    # Its terms' elasticities other than 1 (``aggregate.at_load``), as (metric, elasticity) pairs.
-    elasticity: tuple[tuple[str, float], ...] = ()
+    # Its terms' elasticities other than 1 (``aggregate.at_load``): the catalog's ``CompositeDef.elasticities``.
+    elasticity: Mapping[str, float] = field(default_factory=dict, hash=False)
 
 
 def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
@@ -58,7 +59,7 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
             names,
             cdef.terms,
             cdef.flat_metrics,
-            tuple(sorted(cdef.elasticities.items())),
+            cdef.elasticities,
         )
     if catalog.forecast is not None and forecasting:
         base = out[catalog.forecast.base]
