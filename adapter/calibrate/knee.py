@@ -11,9 +11,13 @@ Definitions (docs/calibrate.md):
 * **safe point**: the per-pod load the HPA should hold, ``knee / ((1 + growth) x band)``:
   ``growth`` is how much the Deployment's demand grows within one cold start (new pods load their model,
   the HPA waits for its stabilization window) at the ``growth_quantile`` of the history, so the pods already
-  running absorb the growth until new ones are ready; ``band`` is the HPA's tolerance (10 % by default,
-  kube-controller-manager ``--horizontal-pod-autoscaler-tolerance``) stretched by how much of the composite
-  tracks load, since the HPA does nothing while the composite is within the tolerance of 1.
+  running absorb the growth until new ones are ready; ``band`` makes the composite act by the knee: the HPA
+  does nothing while the composite is within its tolerance of 1 (10 % by default, kube-controller-manager
+  ``--horizontal-pod-autoscaler-tolerance``), so the safe point is the load s at which the composite proposed
+  for s reads 1 + tolerance at knee / (1 + growth) on the bins' own medians (``solve_safe``, by bisection: the
+  targets scale with s), and never above knee / ((1 + growth) x (1 + tolerance / the share of the composite
+  that is not flat)), the same for a composite linear in load and lower for one that bends over; where no
+  s reads 1 + tolerance there, that one, with a warning when its composite reads less.
 * **targets**: each term's ``idle`` and ``target`` so the term reads 0 at zero load and 1 at the safe point
   on the straight line through its values between half the safe point and the safe point. A term that is
   flat or saturating there (GPU utilization reads ~100 % whenever a pod is busy; a queue is empty until the
@@ -58,6 +62,12 @@ SATURATED_SHARE = 0.97
 # Boosts at which a term's elasticity is fitted (evenly from 1.1 to the forecast's max_boost); at least half of
 # them must fall within the measured bins.
 ELASTICITY_POINTS = 10
+# The safe point's search: bisection steps (2^-40 of the range) and the lowest safe point tried, as a share of the
+# knee (a composite that reads 1 + tolerance only past 4 x its safe point gains too little to scale on).
+# GAIN_STEP: the relative load step of the reported gain's central difference.
+SAFE_ITERATIONS = 40
+MIN_SAFE_SHARE = 0.25
+GAIN_STEP = 0.05
 
 
 @dataclass(frozen=True)
@@ -144,6 +154,7 @@ class Calibration:
     composite_at_safe: float | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
     slo_label: str | None = None  # the SLO in words when it is not an e2e P99 bound (e.g. TTFT and ITL bounds)
+    gain: float | None = None  # d ln composite / d ln load at the safe point (the proposed terms on the bins)
 
     @property
     def slo_text(self) -> str:
@@ -394,6 +405,93 @@ def propose_terms(
     return out, composite
 
 
+def composite_reading(
+    bins: Sequence[LoadBin], props: Sequence[TermProposal], load: float, *, total_w: float | None = None
+) -> float:
+    """What the composite of ``props`` reads at ``load`` on the bins' medians (interpolated): each term
+    ``max(value - idle, 0) / (target - idle)`` (``adapter.aggregate``), weighted; a term without a value there
+    reads 0."""
+    total = total_w if total_w is not None else sum(p.weight for p in props)
+    out = 0.0
+    for p in props:
+        value = _measured(bins, p.metric, load)
+        if value is None or not p.target > p.idle:
+            continue
+        out += (p.weight / total) * max(value - p.idle, 0.0) / (p.target - p.idle)
+    return out
+
+
+def composite_gain(
+    bins: Sequence[LoadBin], props: Sequence[TermProposal], safe: float, step: float = GAIN_STEP
+) -> float | None:
+    """d ln composite / d ln load at ``safe`` (central difference over ``safe`` x (1 +- ``step``) on the bins):
+    1 for a composite proportional to load, the non-flat share for a flat term plus linear ones; None when the
+    composite reads 0 on either side."""
+    up = composite_reading(bins, props, safe * (1.0 + step))
+    down = composite_reading(bins, props, safe / (1.0 + step))
+    if not (up > 0 and down > 0):
+        return None
+    return math.log(up / down) / (2.0 * math.log(1.0 + step))
+
+
+def solve_safe(
+    bins: Sequence[LoadBin],
+    terms: Sequence[Term],
+    top: float,
+    tolerance: float,
+    max_boost: float = DEFAULT_MAX_BOOST,
+) -> tuple[float, bool]:
+    """The safe point s in (0, ``top``] at which the composite proposed for s (``propose_terms``) reads
+    1 + ``tolerance`` at ``top``, by bisection on s (the targets scale with s); (s, True), or (``top``, False)
+    when no s between ``MIN_SAFE_SHARE`` x ``top`` and ``top`` brackets it (no term tracks load; a composite
+    that never gains enough)."""
+    goal = 1.0 + tolerance
+    total_w = sum(t.weight for t in terms)
+
+    def excess(s: float) -> float | None:
+        props, at_safe = propose_terms(bins, terms, s, max_boost)
+        if not any(p.tracks_load for p in props) or abs(at_safe - 1.0) > 1e-6:
+            return None
+        return composite_reading(bins, props, top, total_w=total_w) - goal
+
+    hi, lo = top, top * MIN_SAFE_SHARE
+    f_hi, f_lo = excess(hi), excess(lo)
+    if f_hi is None or f_lo is None or f_lo < 0:
+        return top, False
+    if f_hi >= 0:
+        return hi, True
+    for _ in range(SAFE_ITERATIONS):
+        mid = 0.5 * (lo + hi)
+        f_mid = excess(mid)
+        if f_mid is None:
+            return top, False
+        if f_mid >= 0:
+            lo = mid
+        else:
+            hi = mid
+    return lo, True
+
+
+def safe_point(
+    bins: Sequence[LoadBin],
+    terms: Sequence[Term],
+    top: float,
+    tolerance: float,
+    max_boost: float = DEFAULT_MAX_BOOST,
+) -> float:
+    """The safe point for the knee ``top`` (less the growth headroom): where the composite proposed for it reads
+    1 + ``tolerance`` at ``top`` (``solve_safe``), so the HPA acts no later than there, but never above the flat
+    share's rule ``top / (1 + tolerance / max(1 - flat share, 0.25))``, which is exact for a composite linear in
+    load and leaves one that curves upwards (an ITL P99 with elasticity > 1) reading more than 1 + tolerance at
+    the knee; that rule where no safe point reads 1 + tolerance there."""
+    props, _ = propose_terms(bins, terms, top / (1.0 + tolerance), max_boost)
+    total_w = sum(t.weight for t in terms)
+    flat = sum(p.weight / total_w for p in props if p.flat)
+    linear = top / (1.0 + tolerance / max(1.0 - flat, 0.25))
+    measured, solved = solve_safe(bins, terms, top, tolerance, max_boost)
+    return min(measured, linear) if solved else linear
+
+
 def calibrate(
     history: History,
     terms: Sequence[Term],
@@ -438,19 +536,24 @@ def calibrate(
             bins=tuple(table),
             warnings=tuple(warnings),
         )
-    # First pass with the plain tolerance tells how much of the composite is flat; the band stretches by it.
-    safe0 = knee / ((1.0 + growth) * (1.0 + tolerance))
-    props, _ = propose_terms(table, terms, safe0, max_boost)
-    total_w = sum(t.weight for t in terms)
-    flat = sum(p.weight / total_w for p in props if p.flat)
-    band = 1.0 + tolerance / max(1.0 - flat, 0.25)
-    safe = knee / ((1.0 + growth) * band)
+    top = knee / (1.0 + growth)
+    safe = safe_point(table, terms, top, tolerance, max_boost)
+    band = top / safe
     props, composite = propose_terms(table, terms, safe, max_boost)
     if not any(p.tracks_load for p in props):
         warnings.append(
             "no term tracks load below the knee: the composite cannot read 1.0 at the safe point; "
             f"it reads {composite:.3g} there (use that as the HPA's averageValue)"
         )
+    at_top = composite_reading(table, props, top, total_w=sum(t.weight for t in terms))
+    if any(p.tracks_load for p in props) and at_top < (1.0 + tolerance) * (1.0 - 1e-3):
+        warnings.append(
+            f"no safe point makes the proposed composite read {1.0 + tolerance:.3g} (1 + tolerance) at "
+            f"{top:.4g} req/s per pod (the knee / (1 + growth)): the band {band:.3g} assumes the non-flat terms "
+            f"are linear in load; the composite reads {at_top:.3g} there, and the HPA may sit within its "
+            "tolerance while the SLO is missed"
+        )
+    gain = composite_gain(table, props, safe)
     return Calibration(
         slo_s=slo_s,
         slo_label=slo_label,
@@ -464,4 +567,5 @@ def calibrate(
         terms=tuple(props),
         composite_at_safe=composite,
         warnings=tuple(warnings),
+        gain=gain,
     )

@@ -30,6 +30,7 @@ def to_dict(cal: Calibration, *, composite: str, workload: Workload | None = Non
         "hpa_band": cal.band,
         "safe_rps_per_pod": _num(cal.safe_rps),
         "composite_at_safe": _num(cal.composite_at_safe),
+        "composite_gain": _num(cal.gain),
         "terms": [
             {
                 "metric": p.metric,
@@ -88,6 +89,8 @@ def summary(cal: Calibration, *, composite: str, workload: Workload | None = Non
             f"x HPA band {cal.band:.3g})"
         )
         out.append(f"{composite} at the safe point with the proposed targets: {cal.composite_at_safe:.3g}")
+        if cal.gain is not None:
+            out.append(f"{composite} gain there: {cal.gain:.3g} % per 1 % of per-pod load")
         for p in cal.terms:
             grows = f", elasticity {p.elasticity:g}" if p.tracks_load else ""
             out.append(f"  {p.metric}: idle {p.idle:.4g}, target {p.target:.4g}{grows} ({p.note})")

@@ -11,7 +11,19 @@ import pytest
 
 from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import over_threshold, simulated_history
-from adapter.calibrate.knee import History, LoadBin, calibrate, demand_growth, find_knee, load_bins, propose_terms
+from adapter.calibrate.knee import (
+    History,
+    LoadBin,
+    calibrate,
+    composite_gain,
+    composite_reading,
+    demand_growth,
+    find_knee,
+    load_bins,
+    propose_terms,
+    safe_point,
+    solve_safe,
+)
 from adapter.catalog import CompositeDef, Term
 from tests.support.sim import CATALOG, ENGINE, PHYSICS
 
@@ -338,3 +350,100 @@ def test_the_proposed_entry_carries_the_fitted_elasticities_and_parses_as_a_cata
     fitted = next(p.elasticity for p in props if p.metric == "inference_latency_p99_seconds")
     assert parsed.elasticities == {"inference_latency_p99_seconds": fitted} and fitted != 1.0
     assert parsed.flat_metrics == {"gpu_utilization_p90"}  # the flat term gets no elasticity (the catalog refuses one)
+
+
+def _old_band_safe(bins: list[LoadBin], top: float, tol: float = 0.1) -> float:
+    """The flat-share rule the measured safe point replaces: knee / (1 + tol / max(1 - flat share, 0.25))."""
+    props, _ = propose_terms(bins, TERMS, top / (1.0 + tol))
+    total_w = sum(t.weight for t in TERMS)
+    flat = sum(p.weight / total_w for p in props if p.flat)
+    return top / (1.0 + tol / max(1.0 - flat, 0.25))
+
+
+def test_a_linear_tracking_term_keeps_the_flat_share_band() -> None:
+    """GPU flat (0.4 of the weight), latency linear in load: the composite reads 0.4 + 0.6 x load / safe, so it
+    reads 1.1 at knee = safe x (1 + 0.1 / 0.6), the flat-share rule's band, and gains 0.6 % per 1 % at the safe
+    point."""
+    bins = [
+        lb(x, 0.0, gpu_utilization_p90=100.0, inference_queue_depth=0.0, inference_latency_p99_seconds=0.4 + 0.005 * x)
+        for x in range(2, 42, 2)
+    ]
+    safe, solved = solve_safe(bins, TERMS, 36.0, 0.1)
+    assert solved
+    assert 36.0 / safe == pytest.approx(1.0 + 0.1 / 0.6, rel=0.01)
+    assert 36.0 / safe == pytest.approx(36.0 / _old_band_safe(bins, 36.0), rel=0.01)
+    props, _ = propose_terms(bins, TERMS, safe)
+    assert composite_gain(bins, props, safe) == pytest.approx(0.6, rel=0.02)
+    assert safe_point(bins, TERMS, 36.0, 0.1) == pytest.approx(safe, rel=0.01)
+
+
+def test_a_composite_that_curves_upwards_keeps_the_flat_share_band_and_reads_more_at_the_knee() -> None:
+    """A latency quadratic in load: the composite proposed for the measured safe point would read 1.1 at the
+    knee with a narrower band; the safe point stays at the flat-share rule's, and reads more there."""
+    bins = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=100.0,
+            inference_queue_depth=0.0,
+            inference_latency_p99_seconds=0.4 + 0.0005 * x * x,
+        )
+        for x in range(2, 42, 2)
+    ]
+    knee = 36.0
+    measured, solved = solve_safe(bins, TERMS, knee, 0.1)
+    old = _old_band_safe(bins, knee)
+    assert solved and measured > old * 1.01
+    safe = safe_point(bins, TERMS, knee, 0.1)
+    assert safe == pytest.approx(old)
+    props, _ = propose_terms(bins, TERMS, safe)
+    assert composite_reading(bins, props, knee, total_w=sum(t.weight for t in TERMS)) > 1.1
+
+
+def test_a_concave_composite_gets_a_lower_safe_point_that_reads_one_plus_tolerance_at_the_knee() -> None:
+    """A latency that bends over with load (0.4 + 0.2 ln(1 + load / 20): still tracking, its slope in the
+    upper half above half its slope below): the flat-share rule's composite reads under 1.1 at the knee (the
+    HPA would sit within its tolerance while the SLO breaks); the measured safe point is lower and its
+    composite reads 1.1 there."""
+    bins = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=100.0,
+            inference_queue_depth=0.0,
+            inference_latency_p99_seconds=0.4 + 0.2 * math.log(1.0 + x / 20.0),
+        )
+        for x in range(2, 42, 2)
+    ]
+    knee = 36.0
+    total_w = sum(t.weight for t in TERMS)
+    old = _old_band_safe(bins, knee)
+    old_props, _ = propose_terms(bins, TERMS, old)
+    assert any(p.tracks_load for p in old_props)
+    assert composite_reading(bins, old_props, knee, total_w=total_w) < 1.1 * 0.99
+    safe, solved = solve_safe(bins, TERMS, knee, 0.1)
+    assert solved and safe < old * 0.99
+    assert safe_point(bins, TERMS, knee, 0.1) == safe
+    props, at_safe = propose_terms(bins, TERMS, safe)
+    assert at_safe == pytest.approx(1.0)
+    assert composite_reading(bins, props, safe, total_w=total_w) == pytest.approx(1.0, rel=0.01)
+    assert composite_reading(bins, props, knee, total_w=total_w) == pytest.approx(1.1, rel=0.01)
+    gain = composite_gain(bins, props, safe)
+    assert gain is not None and 0.0 < gain < 0.6
+
+
+def test_a_composite_that_never_gains_enough_finds_no_safe_point() -> None:
+    """A latency that rises up to 10 req/s per pod and stays flat after: no safe point down to a quarter of the
+    knee (36) makes the composite read 1.1 there."""
+    bins = [
+        lb(
+            x,
+            0.0,
+            gpu_utilization_p90=100.0,
+            inference_queue_depth=0.0,
+            inference_latency_p99_seconds=0.4 + 0.005 * min(x, 10),
+        )
+        for x in range(1, 41)
+    ]
+    assert solve_safe(bins, TERMS, 36.0, 0.1) == (36.0, False)
+    assert safe_point(bins, TERMS, 36.0, 0.1) == pytest.approx(_old_band_safe(bins, 36.0))
