@@ -139,7 +139,8 @@ def design_hpa(
 ) -> HPASpec:
     """The HPA the design ships (``apiservice-manifests/examples/vllm-hpa.yaml``) for ``namespace/deployment``:
     Pods ``metric``
-    averageValue 1, minReplicas 1; scale up 2 pods per 30 s after 60 s, down 20 % per 60 s after 300 s."""
+    averageValue 1, minReplicas 1; scale up at 2 % over target, 2 pods per 30 s after 60 s, down 20 % per 60 s after
+    300 s."""
     manifest = {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -153,7 +154,7 @@ def design_hpa(
                                           "target": {"type": "AverageValue", "averageValue": "1"}}}
             ],
             "behavior": {
-                "scaleUp": {"stabilizationWindowSeconds": 60, "selectPolicy": "Max",
+                "scaleUp": {"tolerance": 0.02, "stabilizationWindowSeconds": 60, "selectPolicy": "Max",
                             "policies": [{"type": "Pods", "value": 2, "periodSeconds": 30}]},
                 "scaleDown": {"stabilizationWindowSeconds": 300, "selectPolicy": "Max",
                               "policies": [{"type": "Percent", "value": 20, "periodSeconds": 60}]},

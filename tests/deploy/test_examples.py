@@ -17,12 +17,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
 from adapter.hpa.spec import load_hpa
 from tests.support.hpa_design import DESIGN_HPA
-from tests.support.manifests import EXAMPLES, REPO, Obj, check_object, find, of_kind, render, selector_matches
+from tests.support.manifests import (
+    EXAMPLES,
+    REPO,
+    SCHEMA_VERSIONS,
+    Obj,
+    check_object,
+    find,
+    of_kind,
+    render,
+    selector_matches,
+)
 
 VLLM_SAMPLE = REPO / "tests" / "data" / "samples" / "vllm.prom"
 
@@ -55,9 +66,14 @@ def test_every_example_object_validates(objs: list[Obj]) -> None:
 
 def test_hpa_behavior_is_exactly_the_design() -> None:
     raw = yaml.safe_load((EXAMPLES / "vllm-hpa.yaml").read_text())
-    # Exactly these fields, no selectPolicy or tolerance that would change the design's meaning.
+    # Exactly these fields: the design's windows and rates, no selectPolicy that would change their meaning, and
+    # the scale-up tolerance that makes the HPA act by the composite's 1.0 (docs/results.md).
     assert raw["spec"]["behavior"] == {
-        "scaleUp": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 2, "periodSeconds": 30}]},
+        "scaleUp": {
+            "tolerance": 0.02,
+            "stabilizationWindowSeconds": 60,
+            "policies": [{"type": "Pods", "value": 2, "periodSeconds": 30}],
+        },
         "scaleDown": {
             "stabilizationWindowSeconds": 300,
             "policies": [{"type": "Percent", "value": 20, "periodSeconds": 60}],
@@ -72,6 +88,16 @@ def test_hpa_behavior_is_exactly_the_design() -> None:
             },
         }
     ]
+
+
+def test_hpa_without_the_tolerance_line_validates_on_the_oldest_minor() -> None:
+    """The example tells clusters before 1.33 to delete the tolerance line: what is left is a valid HPA there, and
+    the line itself is what the older schema refuses."""
+    raw = yaml.safe_load((EXAMPLES / "vllm-hpa.yaml").read_text())
+    with pytest.raises(kubernetes_validate.ValidationError, match="tolerance"):
+        kubernetes_validate.validate(raw, SCHEMA_VERSIONS[0], strict=True)
+    del raw["spec"]["behavior"]["scaleUp"]["tolerance"]
+    kubernetes_validate.validate(raw, SCHEMA_VERSIONS[0], strict=True)
 
 
 def test_hpa_parses_with_the_hpa_model_like_the_design(objs: list[Obj]) -> None:

@@ -50,7 +50,7 @@ def test_design_manifest_from_a_yaml_file(tmp_path: Path) -> None:
         MetricSpec("Pods", "llm_composite_load_boosted", MetricTarget("AverageValue", average_value_milli=1000)),
     )
     assert hpa.behavior == Behavior(
-        scale_up=ScalingRules(60, "Max", (ScalingPolicy("Pods", 2, 30),)),
+        scale_up=ScalingRules(60, "Max", (ScalingPolicy("Pods", 2, 30),), tolerance=0.02),
         scale_down=ScalingRules(300, "Max", (ScalingPolicy("Percent", 20, 60),)),
     )
     # The same text as a str path works too.

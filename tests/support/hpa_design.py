@@ -25,6 +25,7 @@ spec:
           averageValue: "1"
   behavior:
     scaleUp:
+      tolerance: 0.02
       stabilizationWindowSeconds: 60
       policies:
         - type: Pods

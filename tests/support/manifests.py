@@ -24,6 +24,8 @@ Obj = dict[str, Any]
 # The oldest Kubernetes minor we claim (HPA autoscaling/v2 and policy/v1 PDB are GA well before it) and the
 # newest the schema package knows.
 SCHEMA_VERSIONS = ("1.28", kubernetes_validate.latest_version())
+# The first minor with an HPA's behavior.scale{Up,Down}.tolerance (HPAConfigurableTolerance, alpha in 1.33).
+TOLERANCE_SINCE = "1.33"
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -84,9 +86,15 @@ def rules_allow(rules: Iterable[Mapping[str, Any]], group: str, resource: str, v
 
 
 def check_object(obj: Obj) -> str:
-    """Validate one object: strict schema where one exists, else structure. Returns how it was checked."""
+    """Validate one object: strict schema where one exists (an HPA with a tolerance from the minor that has the
+    field), else structure. Returns how it was checked."""
+    versions = SCHEMA_VERSIONS
+    if obj.get("kind") == "HorizontalPodAutoscaler" and any(
+        "tolerance" in rules for rules in (obj.get("spec", {}).get("behavior") or {}).values()
+    ):
+        versions = (TOLERANCE_SINCE, SCHEMA_VERSIONS[-1])
     try:
-        for version in SCHEMA_VERSIONS:
+        for version in versions:
             kubernetes_validate.validate(obj, version, strict=True)
         return "schema"
     except kubernetes_validate.SchemaNotFoundError:
