@@ -91,7 +91,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=0.5,
         help="quantile of that growth to absorb without new pods (default 0.5; see docs/calibrate.md)",
     )
-    cal.add_argument("--tolerance", type=float, default=0.1, help="the HPA controller's tolerance (default 0.1)")
+    cal.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.1,
+        help="the composite reads 1 + this at the knee (default 0.1: the HPA controller's default tolerance; with "
+        "the example HPA's scale-up tolerance 0.02 the rest is cold-start headroom, docs/calibrate.md)",
+    )
     p.add_argument("--catalog", type=Path, default=None, help="metric catalog YAML (default: the embedded one)")
     p.add_argument("--composite", default=None, help="which composite (default: the forecast's base)")
     p.add_argument("--json", type=Path, default=None, help="write the report here")
