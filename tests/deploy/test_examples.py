@@ -90,6 +90,14 @@ def test_hpa_behavior_is_exactly_the_design() -> None:
     ]
 
 
+def test_external_hpa_example_scales_like_the_pods_one() -> None:
+    """examples/external/ is the same HPA on the external metric: the same behavior, field for field."""
+    pods = yaml.safe_load((EXAMPLES / "vllm-hpa.yaml").read_text())
+    external = yaml.safe_load((EXAMPLES / "external" / "vllm-hpa-external.yaml").read_text())
+    assert external["spec"]["behavior"] == pods["spec"]["behavior"]
+    assert check_object(external) == "schema"
+
+
 def test_hpa_without_the_tolerance_line_validates_on_the_oldest_minor() -> None:
     """The example tells clusters before 1.33 to delete the tolerance line: what is left is a valid HPA there, and
     the line itself is what the older schema refuses."""
