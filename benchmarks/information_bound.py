@@ -2,10 +2,10 @@
 
 The oracle in every ``simulate`` table starts pods instantly; no HPA can. This asks the sharper question:
 through the *same* HPA (the example manifest's behaviour: 60 s up-stabilization, 2 pods per 30 s, 300 s
-down-stabilization, 10 % tolerance), the same 30 s-old metrics, model loads and fleet physics, how well
+down-stabilization, scale-up tolerance 0.02), the same 30 s-old metrics, model loads and fleet physics, how well
 does a metric do that knows the truth? ``simulate --policy clairvoyant:LEAD@TARGET`` has every pod read the
 trace's true peak demand over the next LEAD divided by the pod count, so the HPA sizes the fleet at
-TARGET per pod (within its 10 % tolerance): a perfect capacity model, and (for LEAD > 0) a perfect forecast.
+TARGET per pod (within its tolerances): a perfect capacity model, and (for LEAD > 0) a perfect forecast.
 
 For each lead (``0`` = perfect knowledge of the present only) and each target (a fraction of the fleet's
 knee, the per-pod load at which the P99 meets the SLO) it prints violation minutes and GPU-hours against
@@ -39,7 +39,7 @@ from adapter.sim.accounting import frontier_cost  # noqa: E402
 from adapter.sim.trace import load_trace  # noqa: E402
 
 LEADS = ("0", "2m", "5m", "10m")
-# Targets as fractions of the knee: 1/1.1 puts the HPA's 10 % tolerance band's top at the knee.
+# Targets as fractions of the knee: 1/1.1 puts the controller's default 10 % tolerance band's top at the knee.
 FRACTIONS = (1 / 1.1, 0.85, 0.8, 0.75, 0.7, 0.65)
 SHIPPED = ("composite", "boosted")
 

@@ -9,7 +9,7 @@ the end) is then replayed once with the picked quantile, next to the reactive co
 Every run is ``python -m adapter simulate`` with the example HPA (``apiservice-manifests/examples/vllm-hpa.yaml``).
 
 Usage: python benchmarks/rise_quantile_cv.py [--grid 0.7,0.75,0.8,0.85,0.9] [--workers 2]
-(≈ 13 minutes on 2 cores for a grid of five, on the token engines' default profile and mix)
+(≈ 4 minutes on 2 cores for a grid of five, on the token engines' default profile and mix)
 """
 
 from __future__ import annotations
