@@ -9,7 +9,7 @@ the composite the catalog computes (``adapter.aggregate.fuse``). ``L1`` is the p
 (``adapter.aggregate.at_load``, the server's and the simulator's rule); ``L1 / Lb`` is the pods bought. The
 design's invariant is ``L1 / Lb = b``. Each catalog is measured with its terms' elasticities as written and, for
 comparison, with every elasticity 1 (the proportional rule); ``calibrate`` fits an elasticity for the same sweep
-(``adapter.calibrate.knee.fit_elasticity`` at the load where the composite reads 1, ``max_boost`` 2).
+(``adapter.calibrate.proposal.fit_elasticity`` at the load where the composite reads 1, ``max_boost`` 2).
 
     python benchmarks/boost_pods.py [--profile NAME ...] [--catalog FILE] [--write-results]
 
@@ -29,7 +29,8 @@ import results_page
 
 from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
 from adapter.calibrate.history import simulated_history
-from adapter.calibrate.knee import MIN_BIN_REQUESTS, LoadBin, fit_elasticity
+from adapter.calibrate.knee import MIN_BIN_REQUESTS, LoadBin
+from adapter.calibrate.proposal import fit_elasticity
 from adapter.catalog import CompositeDef, load_catalog
 from adapter.sim.config import FleetConfig
 from adapter.sim.mix import DEFAULT_MIX, mix

@@ -14,7 +14,7 @@ catalog would read it on a real vLLM:
 * ``inference_kv_cache_usage``: ``vllm:kv_cache_usage_perc`` (0..1).
 
 Per input it reports how monotone (Spearman rank correlation) and how linear (R^2 of a straight-line fit) the
-input is in load up to the knee, whether it saturates before the knee (``adapter.calibrate.knee``'s test: it
+input is in load up to the knee, whether it saturates before the knee (``adapter.calibrate.proposal``'s test: it
 rises less than ``MIN_RISE`` or its slope between half the knee and the knee falls under ``SATURATION_RATIO`` of
 its slope below), and what it reads at each knee. Then, per candidate composite, with ONE set of targets chosen by
 one rule (``targets_for``: each term's reading at the knee of the reference ``llama3-8b-h100`` x
@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adapter.aggregate import normalize
-from adapter.calibrate.knee import MIN_RISE, SATURATION_RATIO
+from adapter.calibrate.proposal import MIN_RISE, SATURATION_RATIO
 from adapter.catalog import Term, load_catalog
 from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
 from adapter.sim.mix import MIXES, TokenMix
@@ -171,7 +171,7 @@ def _ranks(x: _F64) -> _F64:
 
 def shape(s: Sweep, metric: str) -> Shape:
     """Spearman and linear R^2 of ``metric`` against load over the loads up to the knee; saturation by
-    ``adapter.calibrate.knee``'s rule (see module docstring). A constant input has Spearman and R^2 0."""
+    ``adapter.calibrate.proposal``'s rule (see module docstring). A constant input has Spearman and R^2 0."""
     x = np.array([f for f in s.loads if f <= 1.0])
     y = s.values[metric][: x.size]
     if np.ptp(y) <= 0:

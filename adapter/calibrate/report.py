@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from adapter.calibrate.knee import Calibration
+from adapter.calibrate.calibration import Calibration
 from adapter.calibrate.workload import Workload
 
 

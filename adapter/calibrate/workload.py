@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from adapter.calibrate.knee import Calibration, History
+from adapter.calibrate.calibration import Calibration
+from adapter.calibrate.knee import History
 
 
 @dataclass(frozen=True)

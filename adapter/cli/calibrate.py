@@ -204,7 +204,7 @@ def _history(args: argparse.Namespace, catalog: Any, terms: Any, slo_s: float) -
 
 def run(args: argparse.Namespace) -> int:
     """0: targets proposed; 1: the knee was not reached; 2: a user error (one line on stderr)."""
-    from adapter.calibrate.knee import calibrate
+    from adapter.calibrate.calibration import calibrate
     from adapter.calibrate.report import catalog_snippet, summary, to_dict, write_plot
     from adapter.calibrate.workload import observed_workload
     from adapter.catalog import load_catalog

@@ -10,20 +10,10 @@ import numpy as np
 import pytest
 
 from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
+from adapter.calibrate.calibration import calibrate
 from adapter.calibrate.history import over_threshold, simulated_history
-from adapter.calibrate.knee import (
-    History,
-    LoadBin,
-    calibrate,
-    composite_gain,
-    composite_reading,
-    demand_growth,
-    find_knee,
-    load_bins,
-    propose_terms,
-    safe_point,
-    solve_safe,
-)
+from adapter.calibrate.knee import History, LoadBin, demand_growth, find_knee, load_bins
+from adapter.calibrate.proposal import composite_gain, composite_reading, propose_terms, safe_point, solve_safe
 from adapter.catalog import CompositeDef, Term
 from tests.support.sim import CATALOG, ENGINE, PHYSICS
 
@@ -324,7 +314,7 @@ def test_a_term_that_grows_faster_than_the_load_gets_the_elasticity_that_makes_a
 def test_the_proposed_entry_carries_the_fitted_elasticities_and_parses_as_a_catalog() -> None:
     import yaml
 
-    from adapter.calibrate.knee import Calibration
+    from adapter.calibrate.calibration import Calibration
     from adapter.calibrate.report import catalog_snippet
     from adapter.catalog import parse_catalog
 
