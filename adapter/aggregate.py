@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -226,7 +227,17 @@ def reduce_by_pod(
     return out
 
 
-def normalize(term: Term, value: float) -> float:
+class Scale(Protocol):
+    """What a term's reading needs: a catalog ``Term``, or a term ``calibrate`` proposes."""
+
+    @property
+    def idle(self) -> float: ...
+
+    @property
+    def target(self) -> float: ...
+
+
+def normalize(term: Scale, value: float) -> float:
     """A term's reading: 0 at its idle value, 1 at its target, linear in between and beyond."""
     return max(value - term.idle, 0.0) / (term.target - term.idle)
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adapter.aggregate import normalize
 from adapter.calibrate.knee import LoadBin
 from adapter.catalog import MAX_ELASTICITY, MIN_ELASTICITY, Term
 from adapter.forecast.boost import DEFAULT_MAX_BOOST
@@ -197,7 +198,7 @@ def propose_terms(
                 )
             )
             if measured is not None and t.target > t.idle:
-                fixed_sum += (t.weight / total_w) * max(measured - t.idle, 0.0) / (t.target - t.idle)
+                fixed_sum += (t.weight / total_w) * normalize(t, measured)
     # Make the composite read 1.0 at the safe point: the tracking terms make up what the others do not.
     scale = (1.0 - fixed_sum) / track_w if track_w > 0 else 1.0
     out = []
@@ -240,7 +241,7 @@ def composite_reading(
         value = _measured(bins, p.metric, load)
         if value is None or not p.target > p.idle:
             continue
-        out += (p.weight / total) * max(value - p.idle, 0.0) / (p.target - p.idle)
+        out += (p.weight / total) * normalize(p, value)
     return out
 
 
