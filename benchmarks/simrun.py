@@ -28,10 +28,13 @@ from adapter.sim.mix import MIXES  # noqa: E402
 from adapter.sim.profiles import PROFILES  # noqa: E402
 
 
-def simulate(args: Sequence[str], out: Path, *, policies: Sequence[str], trace: Path = TRACE) -> dict[str, Any]:
-    """``python -m adapter simulate --trace TRACE --hpa <example HPA> ARGS --json OUT --policy P ...`` on this
-    checkout; the JSON document it wrote. A failed run ends the benchmark with simulate's own message."""
-    cmd = [sys.executable, "-m", "adapter", "simulate", "--trace", str(trace), "--hpa", str(HPA), *args]
+def simulate(
+    args: Sequence[str], out: Path, *, policies: Sequence[str], trace: Path = TRACE, hpa: Path = HPA
+) -> dict[str, Any]:
+    """``python -m adapter simulate --trace TRACE --hpa HPA ARGS --json OUT --policy P ...`` on this checkout (HPA:
+    the example's by default); the JSON document it wrote. A failed run ends the benchmark with simulate's own
+    message."""
+    cmd = [sys.executable, "-m", "adapter", "simulate", "--trace", str(trace), "--hpa", str(hpa), *args]
     cmd += ["--json", str(out), *(x for p in policies for x in ("--policy", p))]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:

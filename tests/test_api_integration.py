@@ -26,6 +26,11 @@ METRICS = [
     "gpu_xid_errors",
     "inference_queue_depth",
     "inference_latency_p99_seconds",
+    "inference_ttft_p99_seconds",
+    "inference_itl_p99_seconds",
+    # the SLO guard's: the P99 above, or 0 on a pod whose engine answered nothing (the quiet and no-latency pods)
+    "inference_ttft_p99_guard_seconds",
+    "inference_itl_p99_guard_seconds",
     "llm_composite_load",
 ]
 VERSIONS = ["v1beta1", "v1beta2"]
@@ -53,6 +58,7 @@ def fleet() -> list[PodSpec]:
             xid=[0, 0, 0, 43, 0, 0, 0, 0],
         ),
         PodSpec("llama-5d8f7b9c6-dddd2", gpus=2, layout="old", labels=app, deployment="llama", with_latency=False),
+        PodSpec("llama-5d8f7b9c6-ffff1", gpus=1, layout="honor", labels=app, deployment="llama", quiet=True),
         PodSpec("other-7c9d8f6b5-eeee1", gpus=2, layout="honor", labels={"app": "other"}),
         PodSpec("llama-5d8f7b9c6-nogpu", gpus=0, layout="honor", labels=app, deployment="llama", with_gpu=False),
     ]

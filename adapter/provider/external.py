@@ -18,6 +18,9 @@ Two kinds of metric are served:
   series' own labels, exactly as a custom metric's ``metricLabelSelector``. For a composite it selects the pods
   (any term series of the pod matches), whose every term is then read: engine labels such as ``model_name``
   are never on dcgm-exporter's series, and a term missing for every pod is a 503, never a re-weighted value.
+  A selector on ``deployment`` alone that names Deployments reads them as the per-Deployment metrics do: one
+  item per Deployment, its Object metric (the catalog's ``objects`` rule over the pods the pod source gives
+  it), so an External HPA reads a catalog metric for its own Deployment; no series label is trusted to name one.
 
 Both are answered from the value store, as custom metrics are (``provider/values.py``): a (namespace, catalog
 metric, labelSelector) is one store key, refreshed with one query per interval, whatever the number of HPAs
@@ -74,7 +77,7 @@ class ExternalProvider:
         served = self.served.get(metric)
         if served is None:
             raise route_not_found(f"external metric {metric!r} is not served; see discovery")
-        if served.kind in ("metric", "composite"):
+        if served.kind in ("metric", "composite") and not _names_deployments(selector):
             return await self._combined(namespace, served, selector)
         return await self._per_deployment(namespace, metric, selector)
 
@@ -139,3 +142,13 @@ class ExternalProvider:
                 continue
             out.append(ExternalValue(metric, {DEPLOYMENT_LABEL: name}, sample.ts, sample.value, sample.window_s))
         return out
+
+
+def _names_deployments(selector: Selector) -> bool:
+    """True when every requirement is on ``deployment`` and one names Deployments (``=``, ``==``, ``in``)."""
+    reqs = selector.requirements
+    return (
+        bool(reqs)
+        and all(r.key == DEPLOYMENT_LABEL for r in reqs)
+        and any(r.operator in ("=", "==", "in") for r in reqs)
+    )

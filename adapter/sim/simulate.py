@@ -48,9 +48,12 @@ from adapter.sim.latency import SLO_QUANTILE, UPPER, histogram_quantile
 from adapter.sim.lifecycle import MINUTE_S, GpuPool, SimulationError
 from adapter.sim.observer import DEFAULT_METRIC_DELAY_S, Observer
 from adapter.sim.policies import (
+    GUARD_METRICS,
+    ITL_GUARD_METRIC,
     ITL_METRIC,
     LATENCY_METRIC,
     LATENCY_METRICS,
+    TTFT_GUARD_METRIC,
     TTFT_METRIC,
     CpuModel,
     Policy,
@@ -238,7 +241,11 @@ def peak_demand(trace: ScaledTrace, now: float, lead_s: float) -> float:
     return max(trace.rate_at(float(t)).rate for t in times)
 
 
-_LATENCY_KEYS = {"e2e": LATENCY_METRIC, "ttft": TTFT_METRIC, "itl": ITL_METRIC}
+_LATENCY_KEYS = {
+    "e2e": (LATENCY_METRIC,),
+    "ttft": (TTFT_METRIC, TTFT_GUARD_METRIC),
+    "itl": (ITL_METRIC, ITL_GUARD_METRIC),
+}
 
 
 def _policy_metrics(policy: Policy, catalog: Catalog) -> set[str]:
@@ -252,13 +259,13 @@ def _policy_metrics(policy: Policy, catalog: Catalog) -> set[str]:
 def latencies_read(policy: Policy, catalog: Catalog) -> frozenset[str]:
     """The latency P99s the policy's metrics depend on (keys of ``TokenFleet.latency_histograms``)."""
     metrics = _policy_metrics(policy, catalog)
-    return frozenset(key for key, name in _LATENCY_KEYS.items() if name in metrics)
+    return frozenset(key for key, names in _LATENCY_KEYS.items() if metrics.intersection(names))
 
 
 def latency_window(catalog: Catalog) -> float:
-    """The window of the catalog's latency metrics (seconds; the first of e2e, TTFT, ITL that states one), the
-    default 2 min if none does."""
-    for name in LATENCY_METRICS:
+    """The window of the catalog's latency metrics (seconds; the first of e2e, TTFT, ITL and the guard's that
+    states one), the default 2 min if none does."""
+    for name in (*LATENCY_METRICS, *GUARD_METRICS):
         metric = catalog.metrics.get(name)
         if metric is not None and metric.window_seconds is not None:
             return float(metric.window_seconds)

@@ -168,6 +168,28 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
             term("gpu_utilization_p90", GPU_UTIL) + term("inference_queue_depth", 7), abs=1e-3
         )
 
+        # A catalog metric for a Deployment: a selector on `deployment` alone reads each named Deployment's pods
+        # (from the pod source), one item each, equal to its Object metric; no series carries that label here.
+        queues = items(ext(url, unique_ns, "inference_queue_depth", "deployment in (llama,mistral)"))
+        assert [(i["metricLabels"], value(i)) for i in queues] == [
+            ({"deployment": "llama"}, 8),
+            ({"deployment": "mistral"}, 7),
+        ]
+        for name in ("inference_queue_depth", "llm_composite_load", "inference_itl_p99_guard_seconds"):
+            (item,) = items(ext(url, unique_ns, name, "deployment=llama"))
+            custom = httpx.get(
+                f"{url}/apis/custom.metrics.k8s.io/v1beta2/namespaces/{unique_ns}/deployments.apps/llama/{name}",
+                timeout=30,
+            ).json()
+            assert item["value"] == custom["items"][0]["value"], name
+        # No request in any window: the SLO guard's metric reads 0, not nothing (an idle fleet can scale down).
+        (guard,) = items(ext(url, unique_ns, "inference_ttft_p99_guard_seconds", "deployment=mistral"))
+        assert value(guard) == 0
+        assert items(ext(url, unique_ns, "inference_ttft_p99_seconds", "deployment=mistral")) == []
+        assert items(ext(url, unique_ns, "inference_queue_depth", "deployment=ghost")) == []
+        # With another requirement beside it, the selector is on the series' labels, as before.
+        assert items(ext(url, unique_ns, "inference_queue_depth", "deployment=llama,model_name=llama")) == []
+
         # Per Deployment: forecast (the summed request rate), boost, boosted composite.
         wait_for_forecasts(url, unique_ns, ["llama", "mistral"])
         forecast = {
@@ -244,17 +266,19 @@ def test_external_hpa_example_reads_a_served_metric(prometheus: TestBackend, uni
 
     hpa = yaml.safe_load((EXAMPLES / "external" / "vllm-hpa-external.yaml").read_text())
     assert check_object(hpa) == "schema"
-    (metric,) = hpa["spec"]["metrics"]
-    assert metric["type"] == "External" and metric["external"]["target"]["type"] == "Value"
-    name = metric["external"]["metric"]["name"]
-    labels = metric["external"]["metric"]["selector"]["matchLabels"]
-    assert labels == {"deployment": hpa["spec"]["scaleTargetRef"]["name"]}
+    metrics = hpa["spec"]["metrics"]
+    assert len(metrics) == 3  # the boosted composite and the SLO guard
+    for metric in metrics:
+        assert metric["type"] == "External" and metric["external"]["target"]["type"] == "Value"
+        labels = metric["external"]["metric"]["selector"]["matchLabels"]
+        assert labels == {"deployment": hpa["spec"]["scaleTargetRef"]["name"]}
     load(prometheus, unique_ns)
     settings = Settings(prometheus_url=prometheus.url, pod_source="prometheus")
     with running_adapter(settings) as url:
-        # The same metric and selector against this test's Deployment "llama".
-        (item,) = items(ext(url, unique_ns, name, "deployment=llama"))
-        assert item["metricLabels"] == {"deployment": "llama"}
+        # The same metrics and selector against this test's Deployment "llama": one item each.
+        for metric in metrics:
+            (item,) = items(ext(url, unique_ns, metric["external"]["metric"]["name"], "deployment=llama"))
+            assert item["metricLabels"] == {"deployment": "llama"}
 
 
 def test_external_request_is_authorized_as_list_of_the_metric() -> None:

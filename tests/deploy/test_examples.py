@@ -79,14 +79,18 @@ def test_hpa_behavior_is_exactly_the_design() -> None:
             "policies": [{"type": "Percent", "value": 20, "periodSeconds": 60}],
         },
     }
-    assert raw["spec"]["metrics"] == [
-        {
+
+    def pods(name: str, value: str) -> dict[str, object]:
+        return {
             "type": "Pods",
-            "pods": {
-                "metric": {"name": "llm_composite_load_boosted"},
-                "target": {"type": "AverageValue", "averageValue": "1"},
-            },
+            "pods": {"metric": {"name": name}, "target": {"type": "AverageValue", "averageValue": value}},
         }
+
+    # The boosted composite at 1, and the SLO guard at 90 % of the default bounds (TTFT 2 s, ITL 100 ms).
+    assert raw["spec"]["metrics"] == [
+        pods("llm_composite_load_boosted", "1"),
+        pods("inference_ttft_p99_guard_seconds", "1.8"),
+        pods("inference_itl_p99_guard_seconds", "0.09"),
     ]
 
 
@@ -95,6 +99,14 @@ def test_external_hpa_example_scales_like_the_pods_one() -> None:
     pods = yaml.safe_load((EXAMPLES / "vllm-hpa.yaml").read_text())
     external = yaml.safe_load((EXAMPLES / "external" / "vllm-hpa-external.yaml").read_text())
     assert external["spec"]["behavior"] == pods["spec"]["behavior"]
+    # The same metrics and targets: the composite and the SLO guard, each read for the Deployment.
+    as_pods = [(m["pods"]["metric"]["name"], m["pods"]["target"]["averageValue"]) for m in pods["spec"]["metrics"]]
+    as_external = [
+        (m["external"]["metric"]["name"], m["external"]["target"]["value"]) for m in external["spec"]["metrics"]
+    ]
+    assert as_external == as_pods
+    for m in external["spec"]["metrics"]:
+        assert m["external"]["metric"]["selector"] == {"matchLabels": {"deployment": "vllm"}}
     assert check_object(external) == "schema"
 
 
@@ -113,9 +125,13 @@ def test_hpa_parses_with_the_hpa_model_like_the_design(objs: list[Obj]) -> None:
     design = load_hpa(yaml.safe_load(DESIGN_HPA))
     assert example.behavior == design.behavior
     assert example.metrics == design.metrics
-    [metric] = example.metrics
+    metric = example.metrics[0]
     assert metric.type == "Pods" and metric.name == "llm_composite_load_boosted"
     assert metric.target.average_value_milli == 1000
+    assert [(m.name, m.target.average_value_milli) for m in example.metrics[1:]] == [
+        ("inference_ttft_p99_guard_seconds", 1800),
+        ("inference_itl_p99_guard_seconds", 90),
+    ]
     # The rendered object is the same HPA as the file.
     rendered = load_hpa(find(objs, "HorizontalPodAutoscaler", "vllm", "llm"))
     assert rendered == example

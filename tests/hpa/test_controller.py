@@ -459,7 +459,8 @@ def test_legacy_scale_up_limit_in_production_config() -> None:
 
 def drive(model: HPAModel, loads: list[tuple[float, float]], start: int, until: float) -> list[Decision]:
     """Reconcile every 15 s; the total load (in units of the target) is split evenly over the pods,
-    each pod reporting floor(total * 1000 / replicas) milli."""
+    each pod reporting floor(total * 1000 / replicas) milli on the first metric; every further metric (the
+    design's SLO guard) reads 1 milli on every pod, so it asks for one pod and the first metric decides."""
     replicas = start
     decisions = []
     t = 0.0
@@ -471,7 +472,10 @@ def drive(model: HPAModel, loads: list[tuple[float, float]], start: int, until: 
             t,
             spec_replicas=replicas,
             status_replicas=replicas,
-            metrics=[MetricReading.pods({p.name: share for p in pods})],
+            metrics=[
+                MetricReading.pods({p.name: share for p in pods}),
+                *(MetricReading.pods(dict.fromkeys((p.name for p in pods), 1)) for _ in model.spec.metrics[1:]),
+            ],
             pods=pods,
         )
         decisions.append(d)

@@ -28,11 +28,13 @@ from adapter.sim.policies import (
     build_policy,
     design_hpa,
     gpu_p90,
+    guard_targets,
     pod_values,
     readings,
 )
 from adapter.sim.report import goal, table, to_json, write_plot
 from adapter.sim.simulate import run_policy, simulate
+from adapter.sim.slo import DEFAULT_SLO, parse_slo
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
 from tests.support.sim import CATALOG, PHYSICS, knee, saturation, sim_config, token_fleet
 
@@ -129,7 +131,10 @@ def test_policies_share_the_manifests_behavior_and_bounds() -> None:
             base.min_replicas,
             base.max_replicas,
         )
-        assert len(p.hpa.metrics) == 1
+        # The composites keep the manifest's SLO guard beside their own metric (the controller takes the largest
+        # proposal); the single-input baselines read their one metric.
+        assert p.hpa.metrics[1:] == (base.metrics[1:] if p.name in ("composite", "boosted") else ())
+    assert [m.name for m in base.metrics[1:]] == ["inference_ttft_p99_guard_seconds", "inference_itl_p99_guard_seconds"]
     by_name = {p.name: p.hpa.metrics[0] for p in policies}
     assert by_name["cpu"].type == "Resource" and by_name["cpu"].target.average_utilization == 80
     assert by_name["gpu"].target.average_value_milli == 80_000
@@ -143,6 +148,40 @@ def test_policies_share_the_manifests_behavior_and_bounds() -> None:
 
 def test_the_demos_hpa_is_the_example_manifest() -> None:
     assert design_hpa(namespace="llm", deployment="vllm") == example_hpa()
+
+
+def test_the_slo_guard_lets_the_composite_decide_where_its_targets_fit() -> None:
+    """On a busy pod (GPU at 100 %, no queue) the shipped composite is already over 1 when the ITL P99 reaches the
+    guard's target, so on the fleets the catalog was set on the composite asks for pods first; and the guard's
+    targets are under the default SLO's bounds."""
+    guard = {m.name: m.target.average_value_milli / 1000 for m in example_hpa().metrics[1:]}  # type: ignore[operator]
+    assert guard == pytest.approx(guard_targets(parse_slo(DEFAULT_SLO)))
+    assert guard["inference_ttft_p99_guard_seconds"] < 2.0 and guard["inference_itl_p99_guard_seconds"] < 0.1
+    view = PodView(
+        now=0.0, names=("busy",), serving=np.array([True]), gpu_util=np.array([[100.0]]), queue=np.array([0.0]),
+        latency_p99=np.array([np.nan]), cpu_milli=np.array([500.0]),
+        itl_p99=np.array([guard["inference_itl_p99_guard_seconds"]]),
+    )  # fmt: skip
+    assert 1.0 < pod_values("llm_composite_load", view, CATALOG)["busy"] < 1.1
+
+
+def test_an_idle_fleet_scales_down_through_the_slo_guard() -> None:
+    """An idle pod has no TTFT or ITL P99 (nothing in the window), and an HPA metric no pod has blocks every
+    scale-down (upstream's invalid-metric rule): the guard reads the catalog's ``*_guard_seconds``, 0 on an idle
+    serving pod, so a fleet whose traffic stops shrinks to minReplicas; on the raw P99s it would keep its size."""
+    trace = step_trace([8 * knee(), 0.0, 0.0, 0.0, 0.0, 0.0])
+    config = sim_config(duration_s=3600.0)
+    hpa = example_hpa()
+    raw = {"inference_ttft_p99_guard_seconds": "inference_ttft_p99_seconds",
+           "inference_itl_p99_guard_seconds": "inference_itl_p99_seconds"}  # fmt: skip
+    unguarded = replace(hpa, metrics=tuple(replace(m, name=raw.get(m.name, m.name)) for m in hpa.metrics))
+    runs = {
+        name: run_policy(build_policy("composite", spec, CATALOG), trace, config, CATALOG)
+        for name, spec in (("guard", hpa), ("raw", unguarded))
+    }
+    assert runs["guard"].sync_desired.max() >= 5  # the busy first window took the fleet up
+    assert runs["guard"].sync_desired[-1] == hpa.min_replicas
+    assert runs["raw"].sync_desired[-1] == runs["raw"].sync_desired.max() > hpa.min_replicas
 
 
 def test_policy_targets_and_models_can_be_overridden() -> None:
@@ -178,6 +217,7 @@ def test_pod_values_fuse_like_the_server() -> None:
         latency_p99=np.array([2.5, np.nan]),
         cpu_milli=np.array([570.0, 250.0]),
         itl_p99=np.array([0.03, np.nan]),
+        ttft_p99=np.array([0.4, np.nan]),
     )
     composite = pod_values("llm_composite_load", view, CATALOG)
     # Each term max(v - idle, 0) / (target - idle) with the catalog's targets, weights as written; the loading
@@ -202,7 +242,9 @@ def test_pod_values_fuse_like_the_server() -> None:
     assert boosted["ready"] == pytest.approx(gpu_part + 1.5**2 * (want - gpu_part))
     assert "loading" not in pod_values("inference_queue_depth", view, CATALOG)  # no vLLM series yet
     hpa = build_policy("composite", example_hpa(), CATALOG).hpa
-    assert readings(hpa, view, CATALOG)[0].pod_values == {"ready": math.floor(want * 1000 + 0.5)}
+    fused, ttft, itl_read = readings(hpa, view, CATALOG)
+    assert fused.pod_values == {"ready": math.floor(want * 1000 + 0.5)}
+    assert (ttft.pod_values, itl_read.pod_values) == ({"ready": 400}, {"ready": 30})  # the guard: P99s in ms
 
 
 # -- the forecast boost -------------------------------------------------------------------------------------

@@ -54,6 +54,10 @@ HISTOGRAMS = {  # catalog metric -> (vLLM family, bucket bounds)
     "inference_ttft_p99_seconds": ("vllm:time_to_first_token_seconds", TTFT_BUCKETS),
     "inference_itl_p99_seconds": ("vllm:inter_token_latency_seconds", ITL_BUCKETS),
 }
+GUARDS = {  # the SLO guard's metric -> the P99 it reads (0 on a pod whose engine answered nothing)
+    "inference_ttft_p99_guard_seconds": "inference_ttft_p99_seconds",
+    "inference_itl_p99_guard_seconds": "inference_itl_p99_seconds",
+}
 STEP_S = 15.0
 HISTORY_S = 600.0
 EXPORTER_NS = "gpu-operator"
@@ -77,6 +81,7 @@ class PodSpec:
     bucket_slopes: list[float] = field(default_factory=list)  # per-second increase of each cumulative e2e bucket
     histogram_slopes: dict[str, list[float]] = field(default_factory=dict)  # the same per catalog metric
     with_latency: bool = True
+    quiet: bool = False  # latency histograms exported but flat: the engine answered nothing in the window
     with_gpu: bool = True
     deployment: str | None = None
 
@@ -163,7 +168,7 @@ def build(namespace: str, pods: Sequence[PodSpec], now: float, seed: int = 7, id
             gauge("vllm:num_requests_waiting", {**engine_base, "engine": str(e)}, pod.waiting[e])
         if pod.with_latency:
             for metric, (family, bounds) in HISTOGRAMS.items():
-                per_bucket = [rng.uniform(0.0, 2.0) for _ in bounds]
+                per_bucket = [0.0 if pod.quiet else rng.uniform(0.0, 2.0) for _ in bounds]
                 slopes = [float(c) for c in np.cumsum(per_bucket)]
                 pod.histogram_slopes[metric] = slopes
                 for bound, slope in zip(bounds, slopes, strict=True):
@@ -245,8 +250,10 @@ def expected(pod: PodSpec, metric: str) -> float | None:
         return 1.0 if any(x != 0 for x in pod.xid) else 0.0
     if metric == "inference_queue_depth":
         return float(sum(pod.waiting))
+    if metric in GUARDS:  # the engine's gauge is always there in build()
+        return expected(pod, GUARDS[metric]) or 0.0
     if metric in HISTOGRAMS:
-        if not pod.with_latency:
+        if not pod.with_latency or pod.quiet:  # no series, or histogram_quantile's NaN over empty buckets
             return None
         return histogram_quantile(0.99, HISTOGRAMS[metric][1], pod.histogram_slopes[metric])
     if metric == "llm_composite_load":

@@ -1,4 +1,5 @@
-"""The HPA the project's design ships for a vLLM Deployment (ARCHITECTURE.md / the task brief)."""
+"""The HPA the project's design ships for a vLLM Deployment (ARCHITECTURE.md / the task brief), with the SLO guard
+beside the boosted composite (docs/results.md "The SLO guard")."""
 
 from __future__ import annotations
 
@@ -23,6 +24,20 @@ spec:
         target:
           type: AverageValue
           averageValue: "1"
+    - type: Pods
+      pods:
+        metric:
+          name: inference_ttft_p99_guard_seconds
+        target:
+          type: AverageValue
+          averageValue: "1.8"
+    - type: Pods
+      pods:
+        metric:
+          name: inference_itl_p99_guard_seconds
+        target:
+          type: AverageValue
+          averageValue: "0.09"
   behavior:
     scaleUp:
       tolerance: 0.02
