@@ -30,8 +30,9 @@ import results_page
 import yaml
 from simrun import HPA, REPO, TRACE, add_cell_arguments, cell_options, cells, simulate
 
-from adapter.sim.policies import GUARD_METRICS, guard_targets
+from adapter.sim.policies import guard_targets
 from adapter.sim.profiles import PROFILES
+from adapter.sim.readings import GUARD_METRICS
 from adapter.sim.slo import DEFAULT_SLO, parse_slo
 
 AZURE_CODE = REPO / "adapter" / "data" / "traces" / "azure_llm_2023_code_1min.csv"

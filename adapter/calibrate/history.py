@@ -280,7 +280,7 @@ def simulated_history(
     """
     from adapter.sim.lifecycle import MINUTE_S
     from adapter.sim.observer import Observer
-    from adapter.sim.policies import ITL_METRIC, LATENCY_METRIC, TTFT_METRIC, CpuModel
+    from adapter.sim.readings import ITL_METRIC, LATENCY_METRIC, TTFT_METRIC, CpuModel
     from adapter.sim.tokenfleet import TokenFleet
 
     known = {"gpu_utilization_p90", "inference_queue_depth", LATENCY_METRIC, TTFT_METRIC, ITL_METRIC}

@@ -51,7 +51,8 @@ from adapter.demo.runner import FleetRunner
 from adapter.demo.servers import DevServerError, scraping_prometheus
 from adapter.demo.tokenpods import TokenPods
 from adapter.sim.accounting import RunTotals, oracle_gpu_hours, summarize
-from adapter.sim.policies import Policy, average_usage
+from adapter.sim.policies import Policy
+from adapter.sim.readings import average_usage
 from adapter.sim.simulate import (
     MINUTE_S,
     SimulationConfig,

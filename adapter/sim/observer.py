@@ -27,7 +27,7 @@ import numpy.typing as npt
 from adapter.hpa.replicas import PodInfo
 from adapter.sim.latency import SLO_QUANTILE, histogram_quantile
 from adapter.sim.lifecycle import SimulationError
-from adapter.sim.policies import CpuModel, PodView
+from adapter.sim.readings import CpuModel, PodView
 from adapter.sim.tokenfleet import TokenFleet
 
 _F64 = npt.NDArray[np.float64]

@@ -6,7 +6,7 @@ controller's default) of simulated time the engine:
 1. observes the pods as the metrics pipeline would and hands the HPA the view of ``metric_delay_s``
    earlier (``adapter.sim.observer``: dcgm-exporter's 30 s collection and Prometheus' scrape make served
    values ~30 s old);
-2. computes what the server would serve (``policies.readings``: the server's ``fuse`` for the composite,
+2. computes what the server would serve (``readings.readings``: the server's ``fuse`` for the composite,
    ``adapter.forecast_service.fit_history`` refit once per forecast step for the boost, ``adapter.sim.forecasting``,
    warmed with the trace's demand before the replay);
 3. runs one ``HPAModel.reconcile`` and applies a rescale to the fleet;
@@ -47,20 +47,8 @@ from adapter.sim.forecasting import BoostTracker, history_span_s, in_flight, war
 from adapter.sim.latency import SLO_QUANTILE, UPPER, histogram_quantile
 from adapter.sim.lifecycle import MINUTE_S, GpuPool, SimulationError
 from adapter.sim.observer import DEFAULT_METRIC_DELAY_S, Observer
-from adapter.sim.policies import (
-    GUARD_METRICS,
-    ITL_GUARD_METRIC,
-    ITL_METRIC,
-    LATENCY_METRIC,
-    LATENCY_METRICS,
-    TTFT_GUARD_METRIC,
-    TTFT_METRIC,
-    CpuModel,
-    Policy,
-    average_usage,
-    clairvoyant_reading,
-    readings,
-)
+from adapter.sim.policies import Policy
+from adapter.sim.readings import LATENCY_KEY, CpuModel, average_usage, clairvoyant_reading, readings
 from adapter.sim.tokenfleet import TOKEN_LATENCY_FAMILIES, TokenEngine, TokenFleet, oracle_gpu_hours_by_mix
 from adapter.sim.trace import ScaledTrace
 
@@ -241,13 +229,6 @@ def peak_demand(trace: ScaledTrace, now: float, lead_s: float) -> float:
     return max(trace.rate_at(float(t)).rate for t in times)
 
 
-_LATENCY_KEYS = {
-    "e2e": (LATENCY_METRIC,),
-    "ttft": (TTFT_METRIC, TTFT_GUARD_METRIC),
-    "itl": (ITL_METRIC, ITL_GUARD_METRIC),
-}
-
-
 def _policy_metrics(policy: Policy, catalog: Catalog) -> set[str]:
     """Every metric the policy reads: its own, the boosted composite's base, and their composites' terms."""
     names = set(policy.metric_names)
@@ -259,13 +240,13 @@ def _policy_metrics(policy: Policy, catalog: Catalog) -> set[str]:
 def latencies_read(policy: Policy, catalog: Catalog) -> frozenset[str]:
     """The latency P99s the policy's metrics depend on (keys of ``TokenFleet.latency_histograms``)."""
     metrics = _policy_metrics(policy, catalog)
-    return frozenset(key for key, names in _LATENCY_KEYS.items() if metrics.intersection(names))
+    return frozenset(LATENCY_KEY[name] for name in metrics if name in LATENCY_KEY)
 
 
 def latency_window(catalog: Catalog) -> float:
     """The window of the catalog's latency metrics (seconds; the first of e2e, TTFT, ITL and the guard's that
     states one), the default 2 min if none does."""
-    for name in (*LATENCY_METRICS, *GUARD_METRICS):
+    for name in LATENCY_KEY:
         metric = catalog.metrics.get(name)
         if metric is not None and metric.window_seconds is not None:
             return float(metric.window_seconds)

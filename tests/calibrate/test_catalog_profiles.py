@@ -17,8 +17,8 @@ from adapter.catalog import load_catalog
 from adapter.sim.config import Deployment
 from adapter.sim.mix import DEFAULT_MIX, mix
 from adapter.sim.observer import Observer
-from adapter.sim.policies import CpuModel, pod_values
 from adapter.sim.profiles import PROFILES
+from adapter.sim.readings import CpuModel, pod_values
 from adapter.sim.simulate import latency_window
 from adapter.sim.slo import DEFAULT_SLO, parse_slo
 from adapter.sim.tokenfleet import TokenEngine, TokenFleet

@@ -11,13 +11,8 @@ import pytest
 from adapter.hpa.replicas import PodInfo
 from adapter.hpa.spec import load_hpa
 from adapter.sim.accounting import frontier_cost
-from adapter.sim.policies import (
-    CLAIRVOYANT_METRIC,
-    PolicyError,
-    build_policy,
-    clairvoyant_reading,
-    to_milli,
-)
+from adapter.sim.policies import CLAIRVOYANT_METRIC, build_policy
+from adapter.sim.readings import PolicyError, clairvoyant_reading, to_milli
 from adapter.sim.simulate import peak_demand, run_policy
 from adapter.sim.trace import RateTrace, ScaledTrace
 from tests.sim.test_simulate import HPA_FILE, step_trace

@@ -19,7 +19,8 @@ from adapter.sim.forecasting import BoostTracker, history_span_s, warmup_history
 from adapter.sim.latency import erlang_c
 from adapter.sim.lifecycle import GpuPool, SimulationError
 from adapter.sim.observer import Observer
-from adapter.sim.policies import CpuModel, build_policy, to_milli
+from adapter.sim.policies import build_policy
+from adapter.sim.readings import CpuModel, to_milli
 from adapter.sim.simulate import initial_replicas, knee, run_policy
 from adapter.sim.trace import RateTrace, ScaledTrace, synthetic_trace
 from tests.support.sim import CATALOG, ENGINE, PHYSICS, saturation, sim_config, token_fleet

@@ -20,18 +20,8 @@ from adapter.forecast_service import ForecastService, fit_history
 from adapter.hpa.spec import HPASpec, load_hpa
 from adapter.sim.forecasting import BoostTracker, history_points
 from adapter.sim.latency import histogram_quantile
-from adapter.sim.policies import (
-    POLICY_NAMES,
-    PodView,
-    PolicyError,
-    build_policies,
-    build_policy,
-    design_hpa,
-    gpu_p90,
-    guard_targets,
-    pod_values,
-    readings,
-)
+from adapter.sim.policies import POLICY_NAMES, build_policies, build_policy, design_hpa, guard_targets
+from adapter.sim.readings import PodView, PolicyError, gpu_p90, pod_values, readings
 from adapter.sim.report import goal, table, to_json, write_plot
 from adapter.sim.simulate import run_policy, simulate
 from adapter.sim.slo import DEFAULT_SLO, parse_slo

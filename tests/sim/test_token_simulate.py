@@ -190,7 +190,7 @@ def test_the_replay_is_deterministic(tmp_path: Path) -> None:
 
 def test_kv_usage_grows_with_the_running_sequences_and_the_observer_reads_it() -> None:
     from adapter.sim.observer import Observer
-    from adapter.sim.policies import CpuModel
+    from adapter.sim.readings import CpuModel
 
     engine = _engine()
     usage = []
