@@ -19,7 +19,8 @@ Rules (documented in docs/metrics.md, "The rules"):
   reads 0: a latency histogram with no finished request in the window means no latency load);
 - a term with ``omit_pod`` that has no data for *any* pod in scope while other terms do is a partial answer
   (an exporter missing, a broken query): ``unservable_terms`` names it and the caller answers 503;
-- the forecast-boosted composite is the composite at ``boost`` times the load, term by term (``at_load``).
+- the forecast-boosted composite is the composite at ``boost`` times the load, term by term (``at_load``); a
+  boosted metric (``forecast.also``) is the metric x the boost (``boost_value``).
 """
 
 from __future__ import annotations
@@ -291,6 +292,15 @@ def at_load(
             e = elasticity.get(t.metric, 1.0)
             total += t.weight * (boost if e == 1.0 else boost**e) * t.normalized
     return max(total, cv.value)
+
+
+def boost_value(value: float, boost: float) -> float:
+    """A metric of the catalog's ``forecast.also`` at ``boost`` times the load: its value x the boost, as if it
+    grew in proportion to the load (the example HPA's SLO guard: a P99 that curves upwards near the knee grows
+    faster, so this is the least it reads there). A boost that is not a finite number > 1 changes nothing."""
+    if not math.isfinite(boost) or boost <= 1.0:
+        return value
+    return value * boost
 
 
 def unservable_terms(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]) -> list[str]:

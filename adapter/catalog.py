@@ -158,6 +158,9 @@ class ForecastDef:
 
     base: str  # the composite that gets boosted
     load: MetricDef  # the workload's load (request rate), summed over its pods
+    # Catalog metrics also served at the forecast's load, ``<name>_boosted`` = the value x boost (in proportion to
+    # the load): the example HPA's SLO guard, so that its P99 targets get the forecast's headroom too.
+    also: tuple[str, ...] = ()
     step_s: float = 300.0
     history_points: int = 120
     horizon_steps: int = 6
@@ -185,6 +188,11 @@ class ForecastDef:
     def boosted(self) -> str:
         return self.base + BOOSTED_SUFFIX
 
+    @property
+    def boosted_bases(self) -> dict[str, str]:
+        """Every boosted name served -> what it boosts: the composite's, then each of ``also``."""
+        return {self.boosted: self.base, **{name + BOOSTED_SUFFIX: name for name in self.also}}
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -200,10 +208,14 @@ class Catalog:
         return sorted([*self.metrics, *self.composites])
 
     def forecast_names(self) -> list[str]:
-        """Metrics that exist only with a forecast section: boosted composite, forecast, boost."""
+        """Metrics that exist only with a forecast section: boosted composite and metrics, forecast, boost."""
         if self.forecast is None:
             return []
-        return [self.forecast.boosted, FORECAST_METRIC, BOOST_METRIC]
+        return [*self.forecast.boosted_bases, FORECAST_METRIC, BOOST_METRIC]
+
+    def boosted_base(self, name: str) -> str | None:
+        """What the boosted metric ``name`` boosts (a composite or a metric); None if it is no boosted metric."""
+        return None if self.forecast is None else self.forecast.boosted_bases.get(name)
 
     @property
     def boost_flat_share(self) -> float:
@@ -394,11 +406,17 @@ def _parse_layout(i: int, raw: Any) -> Layout:
     return Layout(pod=pod, namespace=ns, name=name, trust=tuple(trust))
 
 
-def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names: tuple[str, ...] = ()) -> ForecastDef:
+def _parse_forecast(
+    raw: Any,
+    composites: dict[str, CompositeDef],
+    layout_names: tuple[str, ...] = (),
+    metrics: Mapping[str, MetricDef] | None = None,
+) -> ForecastDef:
     where = "forecast"
     entry = _mapping(raw, where)
     known = {
         "base",
+        "also",
         "load_query",
         "window",
         "step",
@@ -479,6 +497,15 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
         f"{where}.rise_within",
         "a whole number (>= 1) of steps",
     )
+    also = entry.get("also") or []
+    _require(isinstance(also, list), f"{where}.also", "a list of metric names")
+    for name in also:
+        _require(
+            isinstance(name, str) and name in (metrics or {}),
+            f"{where}.also",
+            f"{name!r} is not a metric of this catalog (only metrics, not composites, are boosted in proportion)",
+        )
+    _require(len(set(also)) == len(also), f"{where}.also", "a metric is named twice")
     workloads = []
     for i, w in enumerate(entry.get("workloads") or []):
         ww = _mapping(w, f"{where}.workloads[{i}]")
@@ -488,6 +515,7 @@ def _parse_forecast(raw: Any, composites: dict[str, CompositeDef], layout_names:
     return ForecastDef(
         base=base,
         load=load,
+        also=tuple(also),
         step_s=durations["step"],
         history_points=ints["history_points"],
         horizon_steps=ints["horizon_steps"],
@@ -577,7 +605,7 @@ def parse_catalog(doc: Any) -> Catalog:
     _require(
         isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0, "cache_ttl_seconds", "a number >= 0"
     )
-    forecast = _parse_forecast(root["forecast"], composites, layout_names) if root.get("forecast") else None
+    forecast = _parse_forecast(root["forecast"], composites, layout_names, metrics) if root.get("forecast") else None
     catalog = Catalog(
         layouts=tuple(layouts),
         gpu_labels=tuple(gpu_labels),

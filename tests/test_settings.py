@@ -129,6 +129,10 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
         (["forecast", "rise_within"], "7m", "forecast.rise_within"),  # not a whole number of 5m steps
         (["forecast", "rise_within"], "0s", "forecast.rise_within"),
         (["forecast", "rise_within"], "soon", "forecast.rise_within"),
+        (["forecast", "also"], ["nope"], "forecast.also"),
+        (["forecast", "also"], ["llm_composite_load"], "only metrics, not composites"),
+        (["forecast", "also"], ["inference_queue_depth", "inference_queue_depth"], "named twice"),
+        (["forecast", "also"], "inference_queue_depth", "a list of metric names"),
     ],
 )
 def test_bad_entries_are_named(path: list[str], value: object, needle: str) -> None:
@@ -149,6 +153,26 @@ def test_a_term_s_elasticity_defaults_to_proportional_and_is_read_when_given() -
     comp = parse_catalog(broken(["composites", "llm_composite_load", "terms"], terms)).composites["llm_composite_load"]
     assert [t.elasticity for t in comp.terms] == [1.0, 1.0, 1.7]
     assert comp.elasticities == {"inference_itl_p99_seconds": 1.7}
+
+
+def test_the_forecast_also_boosts_the_slo_guards_metrics() -> None:
+    """``forecast.also`` names the metrics served at the forecast's load as ``<name>_boosted``; the embedded
+    catalog boosts the SLO guard's two P99s; a boosted name may not shadow a catalog metric."""
+    cat = load_catalog(None)
+    assert cat.forecast is not None
+    assert cat.forecast.also == ("inference_ttft_p99_guard_seconds", "inference_itl_p99_guard_seconds")
+    assert cat.forecast.boosted_bases == {
+        "llm_composite_load_boosted": "llm_composite_load",
+        "inference_ttft_p99_guard_seconds_boosted": "inference_ttft_p99_guard_seconds",
+        "inference_itl_p99_guard_seconds_boosted": "inference_itl_p99_guard_seconds",
+    }
+    assert cat.boosted_base("inference_itl_p99_guard_seconds_boosted") == "inference_itl_p99_guard_seconds"
+    assert cat.boosted_base("inference_itl_p99_guard_seconds") is None
+    assert set(cat.forecast.boosted_bases) < set(cat.forecast_names())
+    doc = broken(["metrics", "inference_queue_depth_boosted"], {"query": "x{<<matchers>>}"})
+    doc["forecast"]["also"] = ["inference_queue_depth"]
+    with pytest.raises(ConfigError, match="'inference_queue_depth_boosted' is also the name of a metric"):
+        parse_catalog(doc)
 
 
 def test_unreadable_and_invalid_files(tmp_path) -> None:

@@ -213,7 +213,7 @@ def build(
         object_value=object_value,
         object_quantity=quantity(object_value) if object_value is not None else None,
         forecast=forecast,
-        boost_flat_share=catalog.boost_flat_share if base != metric else 0.0,
+        boost_flat_share=catalog.boost_flat_share if base != metric and base in catalog.composites else 0.0,
         hpa=hpa,
         problems=problems,
         data_age_s=data_age_s,

@@ -86,8 +86,9 @@ async def explain(
         assert deployment is not None
         pods = await provider.pods_for_deployment(namespace, deployment)
     forecast_metrics = {FORECAST_METRIC, BOOST_METRIC}
-    boosted = catalog.forecast.boosted if catalog.forecast is not None else None
-    base = catalog.forecast.base if catalog.forecast is not None and metric == boosted else metric
+    boosted_base = catalog.boosted_base(metric)
+    boosted = metric if boosted_base is not None else None
+    base = boosted_base or metric
     problems: list[str] = []
 
     forecast = None

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from adapter.aggregate import PodValue, at_load, combine, servable
+from adapter.aggregate import PodValue, at_load, boost_value, combine, servable
 from adapter.catalog import Catalog
 from adapter.errors import TooManyRequests
 from adapter.forecast_service import ForecastService, WorkloadKey, key_for_pods
@@ -153,14 +153,16 @@ class PrometheusProvider:
     # -- forecast ----------------------------------------------------------------------------------
     def _at_load(self, reading: MetricReading, served: Served, pod: str, boost: float) -> float:
         """The pod's value at ``boost`` times its load: the one rule the simulator uses too
-        (``aggregate.at_load``, term by term); the value itself for boost 1."""
+        (``aggregate.at_load``: a composite term by term, a metric of ``forecast.also`` x the boost); the value
+        itself for boost 1."""
         if boost == 1.0:
             return reading.values[pod].value
-        assert reading.composite is not None  # only the boosted composite's base
+        if reading.composite is None:  # a boosted metric: in proportion to the load
+            return boost_value(reading.values[pod].value, boost)
         return at_load(reading.composite[pod], served.flat, boost, served.elasticity)
 
     def _boost(self, key: WorkloadKey, served: Served) -> float:
-        """The workload's boost for the boosted composite (registering the workload); 1 for any other metric."""
+        """The workload's boost for a boosted metric (registering the workload); 1 for any other metric."""
         if served.kind != "boosted" or self.forecasts is None:
             return 1.0
         self.forecasts.touch(key)

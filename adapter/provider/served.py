@@ -24,7 +24,7 @@ class Served:
     name: str
     kind: Kind
     resources: tuple[str, ...]  # the API resources it is served for
-    base: str  # what is read from the backend: itself, the boosted composite's base; "" for forecast and boost
+    base: str  # what is read from the backend: itself, what a boosted metric boosts; "" for forecast and boost
     window_s: int | None
     combine: Combine  # how an object's pods combine (the base's rule for the boosted composite)
     names: tuple[str, ...] = ()  # the catalog metrics a read queries (itself, or the composite's terms)
@@ -36,8 +36,8 @@ class Served:
 
 def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
     """Every metric the provider serves, by name: catalog metrics and composites on every resource, and with a
-    forecast section and a forecast service the boosted composite (pods, Deployments), the forecast and the boost
-    (Deployments)."""
+    forecast section and a forecast service the boosted composite and the boosted metrics of ``forecast.also``
+    (pods, Deployments), the forecast and the boost (Deployments)."""
     every = tuple(RESOURCES)
     out: dict[str, Served] = {}
     for name in catalog.names():  # discovery lists them in this order
@@ -76,6 +76,12 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
             base.flat,
             base.elasticity,
         )
+        for boosted_name, name in catalog.forecast.boosted_bases.items():
+            if name != base.name:  # a metric of ``forecast.also``: its value x the boost
+                plain = out[name]
+                out[boosted_name] = Served(
+                    boosted_name, "boosted", ("pods", DEPLOYMENTS), name, plain.window_s, plain.combine, plain.names
+                )
         out[FORECAST_METRIC] = Served(FORECAST_METRIC, "forecast", (DEPLOYMENTS,), "", None, "max")
         out[BOOST_METRIC] = Served(BOOST_METRIC, "boost", (DEPLOYMENTS,), "", None, "max")
     return out

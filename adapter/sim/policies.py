@@ -38,6 +38,7 @@ from adapter.catalog import Catalog, ForecastDef, duration_seconds
 from adapter.forecast.registry import AUTO, MODELS
 from adapter.hpa.spec import HPASpec, MetricSpec, MetricTarget, hpa_from_dict
 from adapter.sim.readings import (
+    BOOSTED_GUARD_METRICS,
     GPU_METRIC,
     ITL_GUARD_METRIC,
     LATENCY_KEY,
@@ -53,10 +54,10 @@ CLAIRVOYANT_POLICY = "clairvoyant"
 # A simulator-only metric: the server never serves it (no catalog entry); only the clairvoyant policy reads it.
 CLAIRVOYANT_METRIC = "clairvoyant_demand_per_pod"
 
-# The example HPA's SLO guard holds each P99 (TTFT, ITL) at this fraction of its bound, whatever the composite
-# reads: the composite's fixed targets read low on mixes unlike the one they were set on. 0.9 x 100 ms sits above
-# the ITL P99 at which the shipped composite reads 1.0 on a busy pod (88 ms), so where the targets fit the
-# composite decides (docs/results.md "The SLO guard").
+# The example HPA's SLO guard holds each P99 (TTFT, ITL), read at the forecast's load, at this fraction of its
+# bound, whatever the composite reads: the composite's fixed targets read low on mixes unlike the one they were
+# set on. 0.9 x 100 ms sits above the ITL P99 at which the shipped composite reads 1.0 on a busy pod (88 ms), so
+# where the targets fit the composite decides (docs/results.md "The SLO guard").
 GUARD_FRACTION = 0.9
 # The issue's "GPU-utilization-only at 80 %" and the HPA's default cpu target (defaults.go, 80 %).
 GPU_TARGET_PERCENT = 80.0
@@ -82,9 +83,12 @@ class Policy:
         return tuple(m.name for m in self.hpa.metrics)
 
 
-def guard_targets(slo: SloBounds, fraction: float = GUARD_FRACTION) -> dict[str, float]:
-    """The SLO guard's Pods targets (seconds): each stated TTFT and ITL bound x ``fraction``."""
-    bounds = {TTFT_GUARD_METRIC: slo.ttft_s, ITL_GUARD_METRIC: slo.itl_s}
+def guard_targets(slo: SloBounds, fraction: float = GUARD_FRACTION, *, boosted: bool = True) -> dict[str, float]:
+    """The SLO guard's Pods targets (seconds): each stated TTFT and ITL bound x ``fraction``, on the P99s at the
+    forecast's load (the example HPA's ``*_guard_seconds_boosted``) or, with ``boosted=False``, on the present
+    ones."""
+    ttft, itl = BOOSTED_GUARD_METRICS if boosted else (TTFT_GUARD_METRIC, ITL_GUARD_METRIC)
+    bounds = {ttft: slo.ttft_s, itl: slo.itl_s}
     return {metric: fraction * bound for metric, bound in bounds.items() if bound is not None}
 
 
@@ -92,9 +96,9 @@ def design_hpa(
     *, namespace: str, deployment: str, metric: str = "llm_composite_load_boosted", max_replicas: int = 40
 ) -> HPASpec:
     """The HPA the design ships (``apiservice-manifests/examples/vllm-hpa.yaml``) for ``namespace/deployment``:
-    Pods ``metric`` averageValue 1 and the SLO guard (Pods TTFT and ITL P99 at ``GUARD_FRACTION`` of the default
-    SLO's bounds), minReplicas 1; scale up at 2 % over target, 2 pods per 30 s after 60 s, down 20 % per 60 s after
-    300 s."""
+    Pods ``metric`` averageValue 1 and the SLO guard (Pods TTFT and ITL P99 at the forecast's load, at
+    ``GUARD_FRACTION`` of the default SLO's bounds), minReplicas 1; scale up at 2 % over target, 2 pods per 30 s
+    after 60 s, down 20 % per 60 s after 300 s."""
     guard = [
         {"type": "Pods", "pods": {"metric": {"name": name},
                                   "target": {"type": "AverageValue", "averageValue": f"{target:g}"}}}
@@ -236,7 +240,7 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
         manifest_forecast: ForecastDef | None = None
         for m in base.metrics:
             check_metric(m, catalog)
-            if catalog.forecast is not None and m.name == catalog.forecast.boosted:
+            if catalog.forecast is not None and catalog.boosted_base(m.name) is not None:
                 manifest_forecast = catalog.forecast
         return Policy(name=name, description="the manifest's own spec.metrics", hpa=base, forecast=manifest_forecast)
     known = (
@@ -252,6 +256,13 @@ def composite_metrics(catalog: Catalog) -> frozenset[str]:
     if catalog.forecast is not None:
         names.add(catalog.forecast.boosted)
     return frozenset(names)
+
+
+def boosted_metrics(catalog: Catalog) -> frozenset[str]:
+    """The names of the catalog's boosted metrics (``forecast.also``: the SLO guard at the forecast's load)."""
+    if catalog.forecast is None:
+        return frozenset()
+    return frozenset(name for name, base in catalog.forecast.boosted_bases.items() if base in catalog.metrics)
 
 
 def guards(base: HPASpec, catalog: Catalog) -> tuple[MetricSpec, ...]:
@@ -287,6 +298,7 @@ def check_metric(metric: MetricSpec, catalog: Catalog) -> None:
     if metric.type != "Pods":
         raise PolicyError(f"the simulator cannot produce {metric.describe()}: only Pods metrics and Resource cpu")
     known = {GPU_METRIC, QUEUE_METRIC, *LATENCY_KEY, *composite_metrics(catalog)}
+    known |= {name for name in boosted_metrics(catalog) if catalog.boosted_base(name) in known}
     if metric.name not in known:
         raise PolicyError(f"the simulator cannot produce the metric {metric.name!r}; it knows {sorted(known)}")
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from adapter.aggregate import CompositeValue, PodValue, at_load, fuse
-from adapter.catalog import Catalog, CompositeDef
+from adapter.aggregate import CompositeValue, PodValue, at_load, boost_value, fuse
+from adapter.catalog import BOOSTED_SUFFIX, Catalog, CompositeDef
 from adapter.errors import ConfigError
 from adapter.hpa.proposals import MetricReading
 from adapter.hpa.replicas import PodInfo, is_ignored
@@ -37,6 +37,8 @@ LATENCY_METRICS = (LATENCY_METRIC, TTFT_METRIC, ITL_METRIC)
 TTFT_GUARD_METRIC = "inference_ttft_p99_guard_seconds"
 ITL_GUARD_METRIC = "inference_itl_p99_guard_seconds"
 GUARD_METRICS = (TTFT_GUARD_METRIC, ITL_GUARD_METRIC)
+# What the example HPA reads: the guard's inputs at the forecast's load (the catalog's ``forecast.also``).
+BOOSTED_GUARD_METRICS = (TTFT_GUARD_METRIC + BOOSTED_SUFFIX, ITL_GUARD_METRIC + BOOSTED_SUFFIX)
 # The vLLM histogram each latency metric is read from (keys of ``TokenFleet.latency_histograms``).
 LATENCY_KEY = {
     LATENCY_METRIC: "e2e",
@@ -150,6 +152,9 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
         if metric in GUARD_METRICS:  # an empty window (histogram_quantile's NaN) reads 0 on a serving pod
             values = np.where(np.isnan(values), 0.0, values)
         return _values(names, values, view.serving)
+    boosted_base = catalog.boosted_base(metric)
+    if boosted_base in catalog.metrics:  # a metric of forecast.also: the server's rule (``boost_value``)
+        return {pod: boost_value(value, boost) for pod, value in pod_values(boosted_base, view, catalog).items()}
     if catalog.forecast is not None and metric == catalog.forecast.boosted:
         base = catalog.composites[catalog.forecast.base]
         fused = _fused(base, view, catalog)

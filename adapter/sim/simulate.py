@@ -230,10 +230,9 @@ def peak_demand(trace: ScaledTrace, now: float, lead_s: float) -> float:
 
 
 def _policy_metrics(policy: Policy, catalog: Catalog) -> set[str]:
-    """Every metric the policy reads: its own, the boosted composite's base, and their composites' terms."""
+    """Every metric the policy reads: its own, what its boosted metrics boost, and their composites' terms."""
     names = set(policy.metric_names)
-    if catalog.forecast is not None and catalog.forecast.boosted in names:
-        names.add(catalog.forecast.base)
+    names |= {base for n in list(names) if (base := catalog.boosted_base(n)) is not None}
     return names | {t.metric for n in names if n in catalog.composites for t in catalog.composites[n].terms}
 
 

@@ -209,6 +209,14 @@ def test_external_metrics(backend: TestBackend, unique_ns: str) -> None:
                 timeout=30,
             ).json()
             assert item["value"] == custom["items"][0]["value"]
+        # The SLO guard at the forecast's load (what the External example HPA reads): the Deployment's guard x
+        # its boost, equal to the Object metric; 0 stays 0 on the quiet Deployment.
+        (guard,) = items(ext(url, unique_ns, "inference_itl_p99_guard_seconds", "deployment=llama"))
+        (boosted_guard,) = items(ext(url, unique_ns, "inference_itl_p99_guard_seconds_boosted", "deployment=llama"))
+        assert boosted_guard["metricLabels"] == {"deployment": "llama"}
+        assert value(boosted_guard) == pytest.approx(value(guard) * value(boost), rel=0.002, abs=0.0011)
+        (quiet,) = items(ext(url, unique_ns, "inference_ttft_p99_guard_seconds_boosted", "deployment=mistral"))
+        assert value(quiet) == 0
         # Without a deployment requirement: the Deployments already forecast in the namespace.
         listed = items(ext(url, unique_ns, "llm_load_boost"))
         assert sorted(i["metricLabels"]["deployment"] for i in listed) == ["llama", "mistral"]

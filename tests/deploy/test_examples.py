@@ -89,8 +89,8 @@ def test_hpa_behavior_is_exactly_the_design() -> None:
     # The boosted composite at 1, and the SLO guard at 90 % of the default bounds (TTFT 2 s, ITL 100 ms).
     assert raw["spec"]["metrics"] == [
         pods("llm_composite_load_boosted", "1"),
-        pods("inference_ttft_p99_guard_seconds", "1.8"),
-        pods("inference_itl_p99_guard_seconds", "0.09"),
+        pods("inference_ttft_p99_guard_seconds_boosted", "1.8"),
+        pods("inference_itl_p99_guard_seconds_boosted", "0.09"),
     ]
 
 
@@ -129,8 +129,8 @@ def test_hpa_parses_with_the_hpa_model_like_the_design(objs: list[Obj]) -> None:
     assert metric.type == "Pods" and metric.name == "llm_composite_load_boosted"
     assert metric.target.average_value_milli == 1000
     assert [(m.name, m.target.average_value_milli) for m in example.metrics[1:]] == [
-        ("inference_ttft_p99_guard_seconds", 1800),
-        ("inference_itl_p99_guard_seconds", 90),
+        ("inference_ttft_p99_guard_seconds_boosted", 1800),
+        ("inference_itl_p99_guard_seconds_boosted", 90),
     ]
     # The rendered object is the same HPA as the file.
     rendered = load_hpa(find(objs, "HorizontalPodAutoscaler", "vllm", "llm"))

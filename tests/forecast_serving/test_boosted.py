@@ -164,6 +164,17 @@ def test_boosted_rises_above_the_live_composite_before_the_peak(
         assert math.isclose(float(parse_quantity(r["value"])), boosted, rel_tol=0.002, abs_tol=0.0011)
         assert boosted > live
 
+        # The SLO guard's P99s at the forecast's load (the catalog's forecast.also): each pod's P99 x the boost;
+        # the Deployment's value the mean of its pods'.
+        for guard in ("inference_ttft_p99_guard_seconds", "inference_itl_p99_guard_seconds"):
+            r = get(f"{url}{base}/pods/*/{guard}_boosted", params={"labelSelector": "app=llama"})
+            items = {i["describedObject"]["name"]: float(parse_quantity(i["value"])) for i in r.json()["items"]}
+            want = {p.name: boost * expected(p, guard) for p in pods}
+            assert items == pytest.approx(want, rel=0.002, abs=0.0011)
+            assert all(items[name] > expected(p, guard) > 0 for p in pods if (name := p.name))
+            r = get(f"{url}{base}/deployments.apps/llama/{guard}_boosted").json()["items"][0]
+            assert float(parse_quantity(r["value"])) == pytest.approx(sum(want.values()) / 2, rel=0.002, abs=0.0011)
+
 
 def test_short_history_degrades_to_boost_one(prometheus: TestBackend, unique_ns: str) -> None:
     now = float(int(time.time()) - 60)

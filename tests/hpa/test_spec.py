@@ -48,8 +48,12 @@ def test_design_manifest_from_a_yaml_file(tmp_path: Path) -> None:
     assert hpa.scale_target == ObjectReference("Deployment", "vllm", "apps/v1")
     assert hpa.metrics == (
         MetricSpec("Pods", "llm_composite_load_boosted", MetricTarget("AverageValue", average_value_milli=1000)),
-        MetricSpec("Pods", "inference_ttft_p99_guard_seconds", MetricTarget("AverageValue", average_value_milli=1800)),
-        MetricSpec("Pods", "inference_itl_p99_guard_seconds", MetricTarget("AverageValue", average_value_milli=90)),
+        MetricSpec(
+            "Pods", "inference_ttft_p99_guard_seconds_boosted", MetricTarget("AverageValue", average_value_milli=1800)
+        ),
+        MetricSpec(
+            "Pods", "inference_itl_p99_guard_seconds_boosted", MetricTarget("AverageValue", average_value_milli=90)
+        ),
     )
     assert hpa.behavior == Behavior(
         scale_up=ScalingRules(60, "Max", (ScalingPolicy("Pods", 2, 30),), tolerance=0.02),

@@ -124,7 +124,10 @@ def test_policies_share_the_manifests_behavior_and_bounds() -> None:
         # The composites keep the manifest's SLO guard beside their own metric (the controller takes the largest
         # proposal); the single-input baselines read their one metric.
         assert p.hpa.metrics[1:] == (base.metrics[1:] if p.name in ("composite", "boosted") else ())
-    assert [m.name for m in base.metrics[1:]] == ["inference_ttft_p99_guard_seconds", "inference_itl_p99_guard_seconds"]
+    assert [m.name for m in base.metrics[1:]] == [
+        "inference_ttft_p99_guard_seconds_boosted",
+        "inference_itl_p99_guard_seconds_boosted",
+    ]
     by_name = {p.name: p.hpa.metrics[0] for p in policies}
     assert by_name["cpu"].type == "Resource" and by_name["cpu"].target.average_utilization == 80
     assert by_name["gpu"].target.average_value_milli == 80_000
@@ -146,13 +149,43 @@ def test_the_slo_guard_lets_the_composite_decide_where_its_targets_fit() -> None
     targets are under the default SLO's bounds."""
     guard = {m.name: m.target.average_value_milli / 1000 for m in example_hpa().metrics[1:]}  # type: ignore[operator]
     assert guard == pytest.approx(guard_targets(parse_slo(DEFAULT_SLO)))
-    assert guard["inference_ttft_p99_guard_seconds"] < 2.0 and guard["inference_itl_p99_guard_seconds"] < 0.1
+    ttft, itl = "inference_ttft_p99_guard_seconds_boosted", "inference_itl_p99_guard_seconds_boosted"
+    assert guard[ttft] < 2.0 and guard[itl] < 0.1
     view = PodView(
         now=0.0, names=("busy",), serving=np.array([True]), gpu_util=np.array([[100.0]]), queue=np.array([0.0]),
-        latency_p99=np.array([np.nan]), cpu_milli=np.array([500.0]),
-        itl_p99=np.array([guard["inference_itl_p99_guard_seconds"]]),
+        latency_p99=np.array([np.nan]), cpu_milli=np.array([500.0]), itl_p99=np.array([guard[itl]]),
     )  # fmt: skip
     assert 1.0 < pod_values("llm_composite_load", view, CATALOG)["busy"] < 1.1
+
+
+@pytest.mark.parametrize("boost", [1.0, 1.15, 1.3])
+def test_the_boosted_guard_reads_the_p99_at_the_forecasts_load(boost: float) -> None:
+    """The guard reads each P99 x the boost (the catalog's ``forecast.also``, the server's ``boost_value``), so it
+    gets the forecast's headroom too; where the composite's targets fit it still lets the composite decide: at
+    the boosted composite's own equilibrium (it reads 1 on a busy pod) the boosted ITL guard reads within the
+    example HPA's scale-up tolerance of its target (so it asks for no pod of its own) up to a boost of 1.3 (the
+    mean boost over the shared 14-day trace is 1.07)."""
+    itl = "inference_itl_p99_guard_seconds_boosted"
+    target = {m.name: m.target.average_value_milli / 1000 for m in example_hpa().metrics[1:]}[itl]  # type: ignore[operator]
+
+    def busy(itl_p99: float) -> PodView:
+        return PodView(
+            now=0.0, names=("busy",), serving=np.array([True]), gpu_util=np.array([[100.0]]), queue=np.array([0.0]),
+            latency_p99=np.array([np.nan]), cpu_milli=np.array([500.0]), itl_p99=np.array([itl_p99]),
+        )  # fmt: skip
+
+    present = pod_values("inference_itl_p99_guard_seconds", busy(0.08), CATALOG)["busy"]
+    assert pod_values(itl, busy(0.08), CATALOG, boost)["busy"] == pytest.approx(boost * present)
+    # The ITL P99 at which the boosted composite reads 1 (bisection on the served composite).
+    lo, hi = 0.0099, 0.2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (
+            (mid, hi) if pod_values("llm_composite_load_boosted", busy(mid), CATALOG, boost)["busy"] < 1 else (lo, mid)
+        )
+    tolerance = example_hpa().behavior.scale_up.tolerance
+    assert tolerance is not None
+    assert pod_values(itl, busy(lo), CATALOG, boost)["busy"] <= target * (1 + tolerance)
 
 
 def test_an_idle_fleet_scales_down_through_the_slo_guard() -> None:
@@ -162,8 +195,8 @@ def test_an_idle_fleet_scales_down_through_the_slo_guard() -> None:
     trace = step_trace([8 * knee(), 0.0, 0.0, 0.0, 0.0, 0.0])
     config = sim_config(duration_s=3600.0)
     hpa = example_hpa()
-    raw = {"inference_ttft_p99_guard_seconds": "inference_ttft_p99_seconds",
-           "inference_itl_p99_guard_seconds": "inference_itl_p99_seconds"}  # fmt: skip
+    raw = {"inference_ttft_p99_guard_seconds_boosted": "inference_ttft_p99_seconds",
+           "inference_itl_p99_guard_seconds_boosted": "inference_itl_p99_seconds"}  # fmt: skip
     unguarded = replace(hpa, metrics=tuple(replace(m, name=raw.get(m.name, m.name)) for m in hpa.metrics))
     runs = {
         name: run_policy(build_policy("composite", spec, CATALOG), trace, config, CATALOG)

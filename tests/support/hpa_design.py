@@ -27,14 +27,14 @@ spec:
     - type: Pods
       pods:
         metric:
-          name: inference_ttft_p99_guard_seconds
+          name: inference_ttft_p99_guard_seconds_boosted
         target:
           type: AverageValue
           averageValue: "1.8"
     - type: Pods
       pods:
         metric:
-          name: inference_itl_p99_guard_seconds
+          name: inference_itl_p99_guard_seconds_boosted
         target:
           type: AverageValue
           averageValue: "0.09"
