@@ -8,7 +8,8 @@ A policy is an autoscaling/v2 HPA: the user's manifest supplies ``minReplicas``,
 ``gpu``                   Pods ``gpu_utilization_p90``, averageValue 80 (percent)
 ``queue``                 Pods ``inference_queue_depth``, averageValue = the composite's queue target
 ``composite``             Pods ``<forecast.base>`` (``llm_composite_load``), averageValue 1, and the
-                          manifest's other metrics when it reads a composite (the example's SLO guard)
+                          manifest's other metrics when it reads a composite (the example's SLO guard, on
+                          the present P99s: reactive throughout)
 ``boosted[:MODEL]``       Pods ``<forecast.base>_boosted``, averageValue 1, boost from MODEL (default:
                           the catalog's ``forecast.model``), and the manifest's other metrics likewise
 ``hpa``                   the manifest's own ``spec.metrics``, as written
@@ -208,9 +209,9 @@ def build_policy(name: str, base: HPASpec, catalog: Catalog) -> Policy:
     if kind == "composite":
         metric = _composite_name(catalog)
         milli = milli_or(_pod_target(base, metric), 1000)
-        return with_metric(
-            _pods_metric(metric, milli), f"Pods {metric}, averageValue {milli / 1000:g}", kept=guards(base, catalog)
-        )
+        # Reactive throughout: the guard's boosted P99s are read as they are now (what boost 1 serves).
+        present = tuple(replace(m, name=catalog.boosted_base(m.name) or m.name) for m in guards(base, catalog))
+        return with_metric(_pods_metric(metric, milli), f"Pods {metric}, averageValue {milli / 1000:g}", kept=present)
     if kind == "boosted":
         if catalog.forecast is None:
             raise PolicyError("policy boosted needs a forecast section in the catalog")
