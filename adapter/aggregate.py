@@ -294,13 +294,15 @@ def at_load(
     return max(total, cv.value)
 
 
-def boost_value(value: float, boost: float) -> float:
-    """A metric of the catalog's ``forecast.also`` at ``boost`` times the load: its value x the boost, as if it
-    grew in proportion to the load (the example HPA's SLO guard: a P99 that curves upwards near the knee grows
-    faster, so this is the least it reads there). A boost that is not a finite number > 1 changes nothing."""
-    if not math.isfinite(boost) or boost <= 1.0:
+def boost_value(value: float, boost: float, idle: float = 0.0, elasticity: float = 1.0) -> float:
+    """A metric of the catalog's ``forecast.also`` at ``boost`` times the load: ``idle + (value - idle) x
+    boost ** elasticity``, the rule of a composite term (``at_load``) on the value itself; with the defaults,
+    value x boost (in proportion to the load). The example HPA's SLO guard reads the ITL P99 with the idle and
+    elasticity of the composite's ITL term, the TTFT P99 in proportion. Never below ``value``; a boost that is
+    not a finite number > 1 changes nothing."""
+    if not math.isfinite(boost) or boost <= 1.0 or value <= idle:
         return value
-    return value * boost
+    return idle + (value - idle) * (boost if elasticity == 1.0 else boost**elasticity)
 
 
 def unservable_terms(terms: Sequence[Term], components: Mapping[str, Mapping[str, PodValue]]) -> list[str]:

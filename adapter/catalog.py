@@ -151,6 +151,17 @@ BOOST_METRIC = "llm_load_boost"
 
 
 @dataclass(frozen=True)
+class AlsoBoosted:
+    """A metric of ``forecast.also``: served at boost x the load by the rule of the base composite's term on
+    ``like`` (its idle and elasticity: ``idle + (value - idle) x boost ** e``), or in proportion (``value x
+    boost``) without one. A guard on the histogram a composite term reads then reads, at the boosted composite's
+    own equilibrium, what it reads where the composite reads 1."""
+
+    metric: str
+    like: str | None = None
+
+
+@dataclass(frozen=True)
 class ForecastDef:
     """The forecast-boosted composite: ``<base>_boosted`` = the base composite at ``boost`` times the load
     (``adapter.aggregate.at_load``: its ``flat`` terms up to their target, the rest times the boost), with
@@ -158,9 +169,9 @@ class ForecastDef:
 
     base: str  # the composite that gets boosted
     load: MetricDef  # the workload's load (request rate), summed over its pods
-    # Catalog metrics also served at the forecast's load, ``<name>_boosted`` = the value x boost (in proportion to
-    # the load): the example HPA's SLO guard, so that its P99 targets get the forecast's headroom too.
-    also: tuple[str, ...] = ()
+    # Catalog metrics also served at the forecast's load, ``<name>_boosted`` (``adapter.aggregate.boost_value``):
+    # the example HPA's SLO guard, so that its P99 targets get the forecast's headroom too.
+    also: tuple[AlsoBoosted, ...] = ()
     step_s: float = 300.0
     history_points: int = 120
     horizon_steps: int = 6
@@ -191,7 +202,7 @@ class ForecastDef:
     @property
     def boosted_bases(self) -> dict[str, str]:
         """Every boosted name served -> what it boosts: the composite's, then each of ``also``."""
-        return {self.boosted: self.base, **{name + BOOSTED_SUFFIX: name for name in self.also}}
+        return {self.boosted: self.base, **{a.metric + BOOSTED_SUFFIX: a.metric for a in self.also}}
 
 
 @dataclass(frozen=True)
@@ -216,6 +227,17 @@ class Catalog:
     def boosted_base(self, name: str) -> str | None:
         """What the boosted metric ``name`` boosts (a composite or a metric); None if it is no boosted metric."""
         return None if self.forecast is None else self.forecast.boosted_bases.get(name)
+
+    def boost_rule(self, name: str) -> tuple[float, float]:
+        """(idle, elasticity) with which the boosted metric ``name`` of ``forecast.also`` reads its metric at boost
+        x the load: those of the base composite's term on its ``like``; (0, 1), in proportion, otherwise."""
+        if self.forecast is None:
+            return 0.0, 1.0
+        for also in self.forecast.also:
+            if also.metric + BOOSTED_SUFFIX == name and also.like is not None:
+                term = next(t for t in self.composites[self.forecast.base].terms if t.metric == also.like)
+                return term.idle, term.elasticity
+        return 0.0, 1.0
 
     @property
     def boost_flat_share(self) -> float:
@@ -497,15 +519,7 @@ def _parse_forecast(
         f"{where}.rise_within",
         "a whole number (>= 1) of steps",
     )
-    also = entry.get("also") or []
-    _require(isinstance(also, list), f"{where}.also", "a list of metric names")
-    for name in also:
-        _require(
-            isinstance(name, str) and name in (metrics or {}),
-            f"{where}.also",
-            f"{name!r} is not a metric of this catalog (only metrics, not composites, are boosted in proportion)",
-        )
-    _require(len(set(also)) == len(also), f"{where}.also", "a metric is named twice")
+    also = _parse_also(entry.get("also") or [], composites[base], metrics or {}, f"{where}.also")
     workloads = []
     for i, w in enumerate(entry.get("workloads") or []):
         ww = _mapping(w, f"{where}.workloads[{i}]")
@@ -529,6 +543,29 @@ def _parse_forecast(
         max_workloads_per_namespace=ints["max_workloads_per_namespace"],
         max_sets_per_namespace=ints["max_sets_per_namespace"],
     )
+
+
+def _parse_also(raw: Any, base: CompositeDef, metrics: Mapping[str, MetricDef], where: str) -> tuple[AlsoBoosted, ...]:
+    """``forecast.also``: metric names, or ``{metric: NAME, like: TERM}`` to boost it by the rule of the base
+    composite's (non-flat) term on TERM."""
+    _require(isinstance(raw, list), where, "a list of metric names or {metric, like} entries")
+    out = []
+    for i, item in enumerate(raw):
+        here = f"{where}[{i}]"
+        entry = {"metric": item} if isinstance(item, str) else _mapping(item, here)
+        unknown = set(entry) - {"metric", "like"}
+        _require(not unknown, here, f"unknown keys {sorted(unknown)}")
+        name = _str(entry, "metric", here)
+        _require(name in metrics, f"{here}.metric", f"{name!r} is not a metric of this catalog (not a composite)")
+        like = entry.get("like")
+        if like is not None:
+            terms = {t.metric: t for t in base.terms if not t.flat}
+            _require(
+                like in terms, f"{here}.like", f"{like!r} is not a term of {base.name} that tracks load (not flat)"
+            )
+        out.append(AlsoBoosted(name, like))
+    _require(len({a.metric for a in out}) == len(out), where, "a metric is named twice")
+    return tuple(out)
 
 
 def _parse_store(raw: Any) -> StoreConfig | None:

@@ -13,6 +13,7 @@ from adapter.aggregate import (
     TermValue,
     at_load,
     attribute,
+    boost_value,
     combine,
     fuse,
     reduce_by_pod,
@@ -145,6 +146,17 @@ def test_at_load_reads_a_term_at_the_boosted_load_by_its_elasticity() -> None:
     assert at_load(_pod(1.0, 1.5), flat, 1.0, steep) == _pod(1.0, 1.5).value
     # Never below the composite as read, even for a term that barely grows.
     assert at_load(_pod(1.0, 1.5), flat, 1.2, {"inference_latency_p99_seconds": 0.25}) > _pod(1.0, 1.5).value
+
+
+def test_boost_value_reads_a_metric_at_the_boosted_load_above_its_idle() -> None:
+    """idle + (value - idle) x b^e; in proportion (value x b) by default; nothing for b <= 1, a boost that is no
+    number, or a value at or below its idle (a quiet pod's guard reads 0 at any boost)."""
+    assert boost_value(0.08, 1.5) == 0.08 * 1.5
+    assert boost_value(0.08, 1.5, idle=0.01) == 0.01 + 0.07 * 1.5
+    assert boost_value(0.08, 1.5, idle=0.01, elasticity=2.0) == 0.01 + 0.07 * 1.5**2
+    for boost in (1.0, 0.5, math.nan, math.inf):
+        assert boost_value(0.08, boost, idle=0.01) == 0.08
+    assert boost_value(0.0, 2.0) == 0.0 and boost_value(0.005, 2.0, idle=0.01) == 0.005
 
 
 def test_combine() -> None:

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from adapter.catalog import duration_seconds, load_catalog, parse_catalog
+from adapter.catalog import AlsoBoosted, duration_seconds, load_catalog, parse_catalog
 from adapter.errors import ConfigError
 
 DEFAULT = yaml.safe_load(open(__import__("adapter").__path__[0] + "/catalog.yaml", encoding="utf-8"))
@@ -129,10 +129,13 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
         (["forecast", "rise_within"], "7m", "forecast.rise_within"),  # not a whole number of 5m steps
         (["forecast", "rise_within"], "0s", "forecast.rise_within"),
         (["forecast", "rise_within"], "soon", "forecast.rise_within"),
-        (["forecast", "also"], ["nope"], "forecast.also"),
-        (["forecast", "also"], ["llm_composite_load"], "only metrics, not composites"),
+        (["forecast", "also"], ["nope"], "forecast.also[0].metric"),
+        (["forecast", "also"], ["llm_composite_load"], "not a composite"),
         (["forecast", "also"], ["inference_queue_depth", "inference_queue_depth"], "named twice"),
         (["forecast", "also"], "inference_queue_depth", "a list of metric names"),
+        (["forecast", "also"], [{"metric": "inference_queue_depth", "like": "nope"}], "forecast.also[0].like"),
+        (["forecast", "also"], [{"metric": "inference_queue_depth", "like": "gpu_utilization_p90"}], "not flat"),
+        (["forecast", "also"], [{"metric": "inference_queue_depth", "as": "x"}], "unknown keys ['as']"),
     ],
 )
 def test_bad_entries_are_named(path: list[str], value: object, needle: str) -> None:
@@ -157,10 +160,23 @@ def test_a_term_s_elasticity_defaults_to_proportional_and_is_read_when_given() -
 
 def test_the_forecast_also_boosts_the_slo_guards_metrics() -> None:
     """``forecast.also`` names the metrics served at the forecast's load as ``<name>_boosted``; the embedded
-    catalog boosts the SLO guard's two P99s; a boosted name may not shadow a catalog metric."""
+    catalog boosts the SLO guard's two P99s, the ITL one by the rule of the composite's ITL term (its idle and
+    elasticity, followed when the term changes), the TTFT one in proportion; a boosted name may not shadow a
+    catalog metric."""
     cat = load_catalog(None)
     assert cat.forecast is not None
-    assert cat.forecast.also == ("inference_ttft_p99_guard_seconds", "inference_itl_p99_guard_seconds")
+    assert cat.forecast.also == (
+        AlsoBoosted("inference_ttft_p99_guard_seconds"),
+        AlsoBoosted("inference_itl_p99_guard_seconds", like="inference_itl_p99_seconds"),
+    )
+    assert cat.boost_rule("inference_ttft_p99_guard_seconds_boosted") == (0.0, 1.0)
+    assert cat.boost_rule("inference_itl_p99_guard_seconds_boosted") == (0.0099, 1.0)
+    terms = [
+        {"metric": "gpu_utilization_p90", "weight": 0.4, "target": 100, "flat": True},
+        {"metric": "inference_itl_p99_seconds", "weight": 0.6, "target": 0.06, "idle": 0.02, "elasticity": 1.7},
+    ]
+    tuned = parse_catalog(broken(["composites", "llm_composite_load", "terms"], terms))
+    assert tuned.boost_rule("inference_itl_p99_guard_seconds_boosted") == (0.02, 1.7)
     assert cat.forecast.boosted_bases == {
         "llm_composite_load_boosted": "llm_composite_load",
         "inference_ttft_p99_guard_seconds_boosted": "inference_ttft_p99_guard_seconds",

@@ -153,12 +153,12 @@ class PrometheusProvider:
     # -- forecast ----------------------------------------------------------------------------------
     def _at_load(self, reading: MetricReading, served: Served, pod: str, boost: float) -> float:
         """The pod's value at ``boost`` times its load: the one rule the simulator uses too
-        (``aggregate.at_load``: a composite term by term, a metric of ``forecast.also`` x the boost); the value
-        itself for boost 1."""
+        (``aggregate.at_load``: a composite term by term; ``aggregate.boost_value``: a metric of ``forecast.also``);
+        the value itself for boost 1."""
         if boost == 1.0:
             return reading.values[pod].value
-        if reading.composite is None:  # a boosted metric: in proportion to the load
-            return boost_value(reading.values[pod].value, boost)
+        if reading.composite is None:  # a boosted metric of forecast.also
+            return boost_value(reading.values[pod].value, boost, *served.rule)
         return at_load(reading.composite[pod], served.flat, boost, served.elasticity)
 
     def _boost(self, key: WorkloadKey, served: Served) -> float:

@@ -32,6 +32,8 @@ class Served:
     flat: frozenset[str] = frozenset()  # the boosted composite's flat terms (``aggregate.at_load``)
     # Its terms' elasticities other than 1 (``aggregate.at_load``): the catalog's ``CompositeDef.elasticities``.
     elasticity: Mapping[str, float] = field(default_factory=dict, hash=False)
+    # A boosted metric of ``forecast.also``: (idle, elasticity) of ``aggregate.boost_value`` (``Catalog.boost_rule``).
+    rule: tuple[float, float] = (0.0, 1.0)
 
 
 def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
@@ -80,7 +82,14 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
             if name != base.name:  # a metric of ``forecast.also``: its value x the boost
                 plain = out[name]
                 out[boosted_name] = Served(
-                    boosted_name, "boosted", ("pods", DEPLOYMENTS), name, plain.window_s, plain.combine, plain.names
+                    boosted_name,
+                    "boosted",
+                    ("pods", DEPLOYMENTS),
+                    name,
+                    plain.window_s,
+                    plain.combine,
+                    plain.names,
+                    rule=catalog.boost_rule(boosted_name),
                 )
         out[FORECAST_METRIC] = Served(FORECAST_METRIC, "forecast", (DEPLOYMENTS,), "", None, "max")
         out[BOOST_METRIC] = Served(BOOST_METRIC, "boost", (DEPLOYMENTS,), "", None, "max")

@@ -154,7 +154,8 @@ def pod_values(metric: str, view: PodView, catalog: Catalog, boost: float = 1.0)
         return _values(names, values, view.serving)
     boosted_base = catalog.boosted_base(metric)
     if boosted_base in catalog.metrics:  # a metric of forecast.also: the server's rule (``boost_value``)
-        return {pod: boost_value(value, boost) for pod, value in pod_values(boosted_base, view, catalog).items()}
+        rule = catalog.boost_rule(metric)
+        return {pod: boost_value(v, boost, *rule) for pod, v in pod_values(boosted_base, view, catalog).items()}
     if catalog.forecast is not None and metric == catalog.forecast.boosted:
         base = catalog.composites[catalog.forecast.base]
         fused = _fused(base, view, catalog)

@@ -164,12 +164,20 @@ def test_boosted_rises_above_the_live_composite_before_the_peak(
         assert math.isclose(float(parse_quantity(r["value"])), boosted, rel_tol=0.002, abs_tol=0.0011)
         assert boosted > live
 
-        # The SLO guard's P99s at the forecast's load (the catalog's forecast.also): each pod's P99 x the boost;
-        # the Deployment's value the mean of its pods'.
-        for guard in ("inference_ttft_p99_guard_seconds", "inference_itl_p99_guard_seconds"):
+        # The SLO guard's P99s at the forecast's load (the catalog's forecast.also): the TTFT P99 x the boost, the
+        # ITL P99 by the rule of the composite's ITL term (its idle, and its elasticity, here 1 or 1.7); the
+        # Deployment's value the mean of its pods'.
+        (itl_term,) = [
+            t for t in catalog.composites["llm_composite_load"].terms if t.metric.startswith("inference_itl")
+        ]
+        rules = {
+            "inference_ttft_p99_guard_seconds": lambda v: boost * v,
+            "inference_itl_p99_guard_seconds": lambda v: itl_term.idle + (v - itl_term.idle) * boost**itl_elasticity,
+        }
+        for guard, rule in rules.items():
             r = get(f"{url}{base}/pods/*/{guard}_boosted", params={"labelSelector": "app=llama"})
             items = {i["describedObject"]["name"]: float(parse_quantity(i["value"])) for i in r.json()["items"]}
-            want = {p.name: boost * expected(p, guard) for p in pods}
+            want = {p.name: rule(expected(p, guard)) for p in pods}
             assert items == pytest.approx(want, rel=0.002, abs=0.0011)
             assert all(items[name] > expected(p, guard) > 0 for p in pods if (name := p.name))
             r = get(f"{url}{base}/deployments.apps/llama/{guard}_boosted").json()["items"][0]

@@ -161,34 +161,39 @@ def test_the_slo_guard_lets_the_composite_decide_where_its_targets_fit() -> None
     assert 1.0 < pod_values("llm_composite_load", view, CATALOG)["busy"] < 1.1
 
 
-@pytest.mark.parametrize("boost", [1.0, 1.15, 1.3])
+@pytest.mark.parametrize("boost", [1.0, 1.3, 2.0])
 def test_the_boosted_guard_reads_the_p99_at_the_forecasts_load(boost: float) -> None:
-    """The guard reads each P99 x the boost (the catalog's ``forecast.also``, the server's ``boost_value``), so it
-    gets the forecast's headroom too; where the composite's targets fit it still lets the composite decide: at
-    the boosted composite's own equilibrium (it reads 1 on a busy pod) the boosted ITL guard reads within the
-    example HPA's scale-up tolerance of its target (so it asks for no pod of its own) up to a boost of 1.3 (the
-    mean boost over the shared 14-day trace is 1.07)."""
-    itl = "inference_itl_p99_guard_seconds_boosted"
-    target = {m.name: m.target.average_value_milli / 1000 for m in example_hpa().metrics[1:]}[itl]  # type: ignore[operator]
+    """The guard reads each P99 at the forecast's load (the catalog's ``forecast.also``, the server's
+    ``boost_value``): the TTFT P99 x the boost, the ITL P99 by the rule of the composite's ITL term. So where the
+    composite's targets fit, the boosted composite still decides at any boost: at its own equilibrium (it reads
+    1 on a busy pod) the boosted ITL guard reads the ITL P99 at which the composite reads 1, under its target."""
+    ttft, itl = "inference_ttft_p99_guard_seconds_boosted", "inference_itl_p99_guard_seconds_boosted"
+    target = {m.name: m.target.average_value_milli / 1000 for m in example_hpa().metrics[1:]}  # type: ignore[operator]
+    (term,) = [t for t in CATALOG.composites["llm_composite_load"].terms if t.metric == "inference_itl_p99_seconds"]
 
-    def busy(itl_p99: float) -> PodView:
+    def busy(itl_p99: float, ttft_p99: float = 0.5) -> PodView:
         return PodView(
             now=0.0, names=("busy",), serving=np.array([True]), gpu_util=np.array([[100.0]]), queue=np.array([0.0]),
             latency_p99=np.array([np.nan]), cpu_milli=np.array([500.0]), itl_p99=np.array([itl_p99]),
+            ttft_p99=np.array([ttft_p99]),
         )  # fmt: skip
 
-    present = pod_values("inference_itl_p99_guard_seconds", busy(0.08), CATALOG)["busy"]
-    assert pod_values(itl, busy(0.08), CATALOG, boost)["busy"] == pytest.approx(boost * present)
-    # The ITL P99 at which the boosted composite reads 1 (bisection on the served composite).
-    lo, hi = 0.0099, 0.2
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (
-            (mid, hi) if pod_values("llm_composite_load_boosted", busy(mid), CATALOG, boost)["busy"] < 1 else (lo, mid)
-        )
-    tolerance = example_hpa().behavior.scale_up.tolerance
-    assert tolerance is not None
-    assert pod_values(itl, busy(lo), CATALOG, boost)["busy"] <= target * (1 + tolerance)
+    assert pod_values(ttft, busy(0.08), CATALOG, boost)["busy"] == pytest.approx(boost * 0.5)
+    assert pod_values(itl, busy(0.08), CATALOG, boost)["busy"] == pytest.approx(term.idle + (0.08 - term.idle) * boost)
+
+    def where_one(metric: str) -> float:
+        """The ITL P99 at which ``metric`` (a composite) reads 1 on the busy pod, by bisection."""
+        lo, hi = 0.0099, 0.2
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if pod_values(metric, busy(mid), CATALOG, boost)["busy"] < 1 else (lo, mid)
+        return lo
+
+    at_one = where_one("llm_composite_load")
+    assert pod_values(itl, busy(where_one("llm_composite_load_boosted")), CATALOG, boost)["busy"] == pytest.approx(
+        at_one, rel=1e-6
+    )
+    assert at_one < target[itl]
 
 
 def test_an_idle_fleet_scales_down_through_the_slo_guard() -> None:
