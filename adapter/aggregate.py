@@ -20,7 +20,7 @@ Rules (documented in docs/metrics.md, "The rules"):
 - a term with ``omit_pod`` that has no data for *any* pod in scope while other terms do is a partial answer
   (an exporter missing, a broken query): ``unservable_terms`` names it and the caller answers 503;
 - the forecast-boosted composite is the composite at ``boost`` times the load, term by term (``at_load``); a
-  boosted metric (``forecast.also``) is the metric x the boost (``boost_value``).
+  boosted metric (``forecast.also``) is the metric at ``boost`` times the load by one term's rule (``boost_value``).
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def resolve(catalog: Catalog, forecasting: bool) -> dict[str, Served]:
             base.elasticity,
         )
         for boosted_name, name in catalog.forecast.boosted_bases.items():
-            if name != base.name:  # a metric of ``forecast.also``: its value x the boost
+            if name != base.name:  # a metric of ``forecast.also``, read at boost x the load (``boost_value``)
                 plain = out[name]
                 out[boosted_name] = Served(
                     boosted_name,
