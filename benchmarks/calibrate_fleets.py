@@ -13,7 +13,7 @@ always on) are the yardsticks. ``--bound`` also runs the clairvoyant at lead 0 (
 per cell and reads its frontier at each policy's violation share.
 
 Usage: python benchmarks/calibrate_fleets.py [--profile NAME ...] [--mix NAME ...] [--days 2] [--start auto]
-       [--workers 2] [--catalog FILE] [--bound] [--write-results]
+       [--workers 2] [--catalog FILE] [--growth-quantile Q] [--bound] [--write-results]
 (default grid, 2 profiles x 3 mixes x 2 days: about 5 minutes on 2 idle cores; ``--days 0`` replays the whole
 trace, about 25 minutes)
 """
@@ -76,12 +76,16 @@ def with_terms(base: dict[str, Any], composite: str, terms: list[dict[str, Any]]
     return doc
 
 
-def _calibrate(profile: str, mix: str, base: Path | None, tmp: Path) -> Calibrated:
-    """``calibrate --simulate`` for one cell, and the calibrated catalog it implies."""
+def _calibrate(
+    profile: str, mix: str, base: Path | None, tmp: Path, growth_quantile: float | None = None
+) -> Calibrated:
+    """``calibrate --simulate`` for one cell (``--growth-quantile`` when given), and the calibrated catalog it
+    implies."""
     report, snippet = tmp / f"{profile}-{mix}.json", tmp / f"{profile}-{mix}-snippet.yaml"
     cmd = [sys.executable, "-m", "adapter", "calibrate", "--simulate", "--profile", profile]
     cmd += ["--mix", mix, "--trace", str(TRACE), "--json", str(report), "--catalog-out", str(snippet)]
     cmd += ["--catalog", str(base)] if base is not None else []
+    cmd += ["--growth-quantile", f"{growth_quantile:g}"] if growth_quantile is not None else []
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if done.returncode not in (0, 1):
         raise SystemExit(f"calibrate failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
@@ -117,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bound", action="store_true", help="also run the clairvoyant yardstick at lead 0 per cell (slower)"
     )
+    parser.add_argument(
+        "--growth-quantile",
+        type=float,
+        default=None,
+        help="calibrate --growth-quantile for every cell (default: calibrate's own)",
+    )
     results_page.add_arguments(parser)
     args = parser.parse_args(argv)
     command = results_page.command_line(__file__, sys.argv[1:])
@@ -134,7 +144,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for profile, mix in cells(args):
             t0 = time.perf_counter()
-            cal = _calibrate(profile, mix, args.catalog, Path(tmp))
+            cal = _calibrate(profile, mix, args.catalog, Path(tmp), args.growth_quantile)
             options = cell_options(args, profile, mix)
             base = ["--catalog", str(args.catalog)] if args.catalog is not None else []
             shipped = simulate([*options, *base], Path(tmp) / "shipped.json", policies=POLICIES)

@@ -47,3 +47,14 @@ def test_a_calibrated_cell_is_the_embedded_catalog_with_the_proposed_terms(tmp_p
         del doc["composites"][name]["terms"], doc["composites"][name]["help"]
     assert after == before
     assert cf.terms_text(cal.terms).startswith("GPU ")
+
+
+def test_the_growth_quantile_reaches_calibrate(tmp_path: Path) -> None:
+    """``--growth-quantile`` is passed to every cell's ``calibrate``: a higher quantile of the trace's demand growth
+    leaves more headroom, a lower safe point below the same knee."""
+    (tmp_path / "median").mkdir()
+    (tmp_path / "high").mkdir()
+    median = cf._calibrate("llama3-8b-h100", "azure-conversation", None, tmp_path / "median")
+    high = cf._calibrate("llama3-8b-h100", "azure-conversation", None, tmp_path / "high", growth_quantile=0.9)
+    assert median.knee is not None and high.knee == median.knee
+    assert high.safe is not None and median.safe is not None and high.safe < median.safe
