@@ -166,6 +166,21 @@ def test_http_explain_matches_the_api_and_names_what_is_missing(fleet: Fleet) ->
         assert pod["boost"] == 1.0
 
 
+def test_http_explain_of_a_boosted_guard_metric_reads_its_plain_metric(fleet: Fleet) -> None:
+    """A metric of the catalog's ``forecast.also`` is explained through the metric it boosts: its query, each pod's
+    value, the workload's boost, and what the API serves (here boost 1: the fleet has no load history)."""
+    metric = "inference_itl_p99_guard_seconds_boosted"
+    doc = fleet.explain(selector="app=llama", metric=metric)
+    assert (doc["metric"], doc["base_metric"]) == (metric, "inference_itl_p99_guard_seconds")
+    assert set(doc["queries"]) == {"inference_itl_p99_guard_seconds"}
+    assert doc["forecast"]["reason"] == "insufficient_history" and doc["forecast"]["boost"] == 1.0
+    served = fleet.served(metric)
+    for pod in doc["pods"]:
+        spec = next(p for p in fleet.pods if p.name == pod["pod"])
+        assert pod["boost"] == 1.0 and pod["quantity"] == served.get(spec.name)
+        assert math.isclose(pod["value"], expected(spec, "inference_itl_p99_guard_seconds"), abs_tol=1e-12)
+
+
 def test_http_explain_of_a_deployment_gives_the_object_value(fleet: Fleet) -> None:
     doc = fleet.explain(deployment="llama", metric="llm_composite_load")
     assert doc["object_quantity"] == fleet.served_object("llm_composite_load")
