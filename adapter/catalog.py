@@ -154,8 +154,8 @@ BOOST_METRIC = "llm_load_boost"
 class AlsoBoosted:
     """A metric of ``forecast.also``: served at boost x the load by the rule of the base composite's term on
     ``like`` (its idle and elasticity: ``idle + (value - idle) x boost ** e``), or in proportion (``value x
-    boost``) without one. A guard on the histogram a composite term reads then reads, at the boosted composite's
-    own equilibrium, what it reads where the composite reads 1."""
+    boost``) without one (``Catalog.boost_rule``). A guard on the histogram a composite term reads then reads, at
+    the boosted composite's own equilibrium, what it reads where the composite reads 1."""
 
     metric: str
     like: str | None = None
@@ -230,13 +230,16 @@ class Catalog:
 
     def boost_rule(self, name: str) -> tuple[float, float]:
         """(idle, elasticity) with which the boosted metric ``name`` of ``forecast.also`` reads its metric at boost
-        x the load: those of the base composite's term on its ``like``; (0, 1), in proportion, otherwise."""
+        x the load: those of the base composite's term on its ``like`` when the composite has one that tracks load
+        (not flat); (0, 1), in proportion, otherwise (no ``like``, or a composite whose terms changed, e.g. pasted
+        from ``calibrate`` on another histogram)."""
         if self.forecast is None:
             return 0.0, 1.0
         for also in self.forecast.also:
             if also.metric + BOOSTED_SUFFIX == name and also.like is not None:
-                term = next(t for t in self.composites[self.forecast.base].terms if t.metric == also.like)
-                return term.idle, term.elasticity
+                for term in self.composites[self.forecast.base].terms:
+                    if term.metric == also.like and not term.flat:
+                        return term.idle, term.elasticity
         return 0.0, 1.0
 
     @property
@@ -519,7 +522,7 @@ def _parse_forecast(
         f"{where}.rise_within",
         "a whole number (>= 1) of steps",
     )
-    also = _parse_also(entry.get("also") or [], composites[base], metrics or {}, f"{where}.also")
+    also = _parse_also(entry.get("also") or [], metrics or {}, f"{where}.also")
     workloads = []
     for i, w in enumerate(entry.get("workloads") or []):
         ww = _mapping(w, f"{where}.workloads[{i}]")
@@ -545,9 +548,9 @@ def _parse_forecast(
     )
 
 
-def _parse_also(raw: Any, base: CompositeDef, metrics: Mapping[str, MetricDef], where: str) -> tuple[AlsoBoosted, ...]:
-    """``forecast.also``: metric names, or ``{metric: NAME, like: TERM}`` to boost it by the rule of the base
-    composite's (non-flat) term on TERM."""
+def _parse_also(raw: Any, metrics: Mapping[str, MetricDef], where: str) -> tuple[AlsoBoosted, ...]:
+    """``forecast.also``: metric names, or ``{metric: NAME, like: METRIC}`` to boost it by the rule of the base
+    composite's term on METRIC (``Catalog.boost_rule``)."""
     _require(isinstance(raw, list), where, "a list of metric names or {metric, like} entries")
     out = []
     for i, item in enumerate(raw):
@@ -559,9 +562,8 @@ def _parse_also(raw: Any, base: CompositeDef, metrics: Mapping[str, MetricDef], 
         _require(name in metrics, f"{here}.metric", f"{name!r} is not a metric of this catalog (not a composite)")
         like = entry.get("like")
         if like is not None:
-            terms = {t.metric: t for t in base.terms if not t.flat}
             _require(
-                like in terms, f"{here}.like", f"{like!r} is not a term of {base.name} that tracks load (not flat)"
+                isinstance(like, str) and like in metrics, f"{here}.like", f"{like!r} is not a metric of this catalog"
             )
         out.append(AlsoBoosted(name, like))
     _require(len({a.metric for a in out}) == len(out), where, "a metric is named twice")

@@ -134,7 +134,7 @@ def test_embedded_catalog_has_the_documented_defaults() -> None:
         (["forecast", "also"], ["inference_queue_depth", "inference_queue_depth"], "named twice"),
         (["forecast", "also"], "inference_queue_depth", "a list of metric names"),
         (["forecast", "also"], [{"metric": "inference_queue_depth", "like": "nope"}], "forecast.also[0].like"),
-        (["forecast", "also"], [{"metric": "inference_queue_depth", "like": "gpu_utilization_p90"}], "not flat"),
+        (["forecast", "also"], [{"metric": "inference_queue_depth", "like": "llm_composite_load"}], "not a metric"),
         (["forecast", "also"], [{"metric": "inference_queue_depth", "as": "x"}], "unknown keys ['as']"),
     ],
 )
@@ -177,6 +177,17 @@ def test_the_forecast_also_boosts_the_slo_guards_metrics() -> None:
     ]
     tuned = parse_catalog(broken(["composites", "llm_composite_load", "terms"], terms))
     assert tuned.boost_rule("inference_itl_p99_guard_seconds_boosted") == (0.02, 1.7)
+    # A composite without that term (pasted from calibrate on another histogram), or a `like` on a flat term:
+    # the catalog still loads, and the metric is read in proportion.
+    for other in (
+        [{"metric": "inference_latency_p99_seconds", "weight": 1, "target": 9, "idle": 5}],
+        [
+            {"metric": "inference_itl_p99_seconds", "weight": 1, "target": 0.1, "flat": True},
+            {"metric": "inference_queue_depth", "weight": 1, "target": 8},
+        ],
+    ):
+        changed = parse_catalog(broken(["composites", "llm_composite_load", "terms"], other))
+        assert changed.boost_rule("inference_itl_p99_guard_seconds_boosted") == (0.0, 1.0)
     assert cat.forecast.boosted_bases == {
         "llm_composite_load_boosted": "llm_composite_load",
         "inference_ttft_p99_guard_seconds_boosted": "inference_ttft_p99_guard_seconds",
