@@ -200,7 +200,8 @@ async def read_history(
                               f"sum by (<<by>>) (rate({PROMPT_TOKENS}{{<<matchers>>}}[<<window>>]))", win)),
             ("output", _gauge("calibrate_output_tokens",
                               f"sum by (<<by>>) (rate({GENERATION_TOKENS}{{<<matchers>>}}[<<window>>]))", win)),
-            ("kv", _gauge("calibrate_kv_usage", f"max by (<<by>>) ({KV_USAGE}{{<<matchers>>}})", win)),
+            ("kv", _gauge("calibrate_kv_usage",
+                          f"max by (<<by>>) (avg_over_time({KV_USAGE}{{<<matchers>>}}[<<window>>]))", win)),
         )
     }  # fmt: skip
     keys = sorted(k for k in load if all(k in b and math.inf in b[k] for b in buckets.values()))

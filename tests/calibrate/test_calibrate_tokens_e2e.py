@@ -190,13 +190,13 @@ def test_calibrate_finds_each_engines_knee_from_its_scraped_histograms(
     assert seen["prompt_tokens_per_request"] == pytest.approx(case.engine.mix.prompt_mean, rel=0.02)
     assert seen["output_tokens_per_request"] == pytest.approx(case.engine.mix.output_mean, rel=0.02)
     # The KV usage at calibrate's knee: the engines' own at that load (running sequences x their mean context),
-    # within the knee's own 10 %: the gauge is the running sequences at the scrape, which trail the fleet's load
-    # steps, and the two backends pick a gauge's samples by their own lookback rules (measured on an idle machine:
-    # Prometheus within 1.2 % in all four cases; VictoriaMetrics 4.3 % over on 70B code, 5-7 % on 8B conversation).
+    # within 5 %. Calibrate averages the gauge over the rate window, the span its load was read over; an instant
+    # read left each backend to its own lookback rules, and VictoriaMetrics read 10-11 % over on 8B conversation
+    # under a loaded machine (measured averaged: within 1.7 % on both backends in all four cases).
     model = case.engine.model()
     kv = model.at(got).running * model.context_per_seq / case.engine.profile.kv_cache_tokens
     print(f"{case.id} on {backend}: KV usage at the knee {seen['kv_cache_usage_at_knee']:.4g}, the engine's {kv:.4g}")
-    assert seen["kv_cache_usage_at_knee"] == pytest.approx(kv, rel=0.10)
+    assert seen["kv_cache_usage_at_knee"] == pytest.approx(kv, rel=0.05)
     assert "mix seen:" in printed and "KV cache usage:" in printed
     terms = {t["metric"]: t for t in report["terms"]}
     if terms["inference_itl_p99_seconds"]["tracks_load"]:
