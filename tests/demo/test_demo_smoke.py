@@ -32,6 +32,13 @@ KUBECTL_LINE = re.compile(r"kubectl --server=(\S+) get --raw '([^']+)'")
 N_COMMANDS = 9  # discovery, 4 Pods metrics, 4 Deployment metrics
 
 
+def _default_sigint() -> None:
+    """The demo as a terminal starts it: Ctrl-C at its default. A test run started in the background of a
+    non-interactive shell (``nohup .ci/run &``) ignores SIGINT, and an ignored signal is inherited: the demo
+    would never see the Ctrl-C this file sends (measured: the Ctrl-C test timed out in exactly such runs)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Demo:
     """The demo as a child process whose stdout is read line by line on a thread."""
 
@@ -43,6 +50,7 @@ class Demo:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=_default_sigint,
         )
         self.lines: list[str] = []
         self._queue: Queue[str | None] = Queue()
