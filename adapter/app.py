@@ -22,6 +22,7 @@ from adapter.api.groups import EXTERNAL_PREFIX, PREFIX
 from adapter.api.storage import Storage
 from adapter.auth.middleware import AuthMiddleware
 from adapter.auth.setup import Security
+from adapter.auth.user import UserInfo, metric_read_attributes
 from adapter.forecast_service import ForecastService
 from adapter.heap import FullCollections
 from adapter.observability import Observability
@@ -205,6 +206,14 @@ def create_app(
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
     if security is not None:
+        authorizer = security.authorizer
+
+        async def may_read_metric(user: UserInfo, namespace: str, metric: str) -> bool:
+            """/explain's review for each further metric an HPA manifest names: as reading it through the API."""
+            allowed, _ = await authorizer.authorize(metric_read_attributes(user, namespace, metric))
+            return allowed
+
+        app.state.may_read_metric = may_read_metric
         app.add_middleware(AuthMiddleware, authenticator=lambda: security.authenticator, authorizer=security.authorizer)
     # Added last, so it is the outermost layer: it also counts what authentication turns away.
     app.add_middleware(observability_routes.RequestMetrics, observability=obs)

@@ -94,6 +94,13 @@ def explain_attributes(user: UserInfo, query_string: bytes) -> Attributes | None
     metric = query.get("metric", [""])[-1]
     if not namespace or not metric:
         return None
+    return metric_read_attributes(user, namespace, metric)
+
+
+def metric_read_attributes(user: UserInfo, namespace: str, metric: str) -> Attributes:
+    """Reading ``metric`` for the pods of ``namespace``: ``get pods/METRIC`` named ``*`` in ``NAMESPACE``, as
+    ``GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/pods/*/METRIC`` asks it (``/explain`` asks it
+    for the metric it explains, and for each other metric of the HPA manifest it reads)."""
     return Attributes(
         user,
         "get",

@@ -16,6 +16,7 @@ from adapter.explain.model import (
     ForecastExplanation,
     GpuSample,
     HPAExplanation,
+    HPAMetricExplanation,
     PodExplanation,
     TermExplanation,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "ForecastExplanation",
     "GpuSample",
     "HPAExplanation",
+    "HPAMetricExplanation",
     "PodExplanation",
     "TermExplanation",
     "build",

@@ -19,6 +19,7 @@ from adapter.explain.model import (
     ForecastExplanation,
     GpuSample,
     HPAExplanation,
+    HPAMetricExplanation,
     PodExplanation,
     TermExplanation,
 )
@@ -239,34 +240,48 @@ def explain_forecast(key: WorkloadKey, state: ForecastState | None, boost: float
     )
 
 
-def _uses(m: MetricSpec, metric: str, deployment: str | None) -> bool:
-    if m.name != metric:
-        return False
+def serves(m: MetricSpec, deployment: str | None) -> bool:
+    """Whether the adapter answers this ``spec.metrics`` entry for the workload explained: a Pods metric, the
+    Deployment's Object metric, or an External metric whose selector is ``matchLabels: {deployment: NAME}`` (the
+    per-Deployment read, ``provider/external.py``: the Deployment's Object value). Whether the catalog serves the
+    name is the caller's to check."""
     if m.type == "Pods":
         return True
-    return (
-        m.type == "Object"
-        and m.described_object is not None
-        and m.described_object.kind == "Deployment"
-        and (deployment is None or m.described_object.name == deployment)
-    )
+    if m.type == "Object":
+        return (
+            m.described_object is not None
+            and m.described_object.kind == "Deployment"
+            and (deployment is None or m.described_object.name == deployment)
+        )
+    if m.type == "External" and deployment is not None and m.selector is not None:
+        return m.selector.get("matchLabels") == {"deployment": deployment} and not m.selector.get("matchExpressions")
+    return False
+
+
+def _target(m: MetricSpec) -> str:
+    t = m.target
+    milli = t.average_value_milli if t.average_value_milli is not None else t.value_milli
+    if milli is None:
+        return f"{t.type} {t.average_utilization}%" if t.average_utilization is not None else t.type
+    return f"{t.type} {quantity(milli / 1000)}"
 
 
 def explain_hpa(
     spec: HPASpec,
     metric: str,
-    served: Mapping[str, float],
-    object_value: float | None,
+    values: Mapping[str, tuple[Mapping[str, float], float | None]],
     pods: Sequence[str],
     now: float,
     deployment: str | None = None,
 ) -> HPAExplanation:
-    """Run the HPA model on the values the API serves, for the ``spec.metrics`` entries using ``metric``.
+    """Run the HPA model on the values the API serves, for every ``spec.metrics`` entry the adapter answers.
 
-    The controller is fresh (no recommendation history) and the current replica count is the number of
-    pods found, so the answer is the replica formula under the HPA's bounds and first-sync behavior.
+    ``values`` maps each metric name read to its served per-pod values and its Deployment (Object) value;
+    ``metric`` is the one explained pod by pod. The controller is fresh (no recommendation history) and the
+    current replica count is the number of pods found, so the answer is the replica formula under the HPA's
+    bounds and first-sync behavior.
     """
-    used = [m for m in spec.metrics if _uses(m, metric, deployment)]
+    used = [m for m in spec.metrics if m.name in values and serves(m, deployment)]
     ignored = [m.describe() for m in spec.metrics if m not in used]
     current = len(pods)
     if not used:
@@ -279,17 +294,22 @@ def explain_hpa(
             None,
             None,
             "NotExplained",
-            f"the HPA has no Pods or Object(Deployment) metric named {metric}",
+            f"the HPA has no Pods, Object(Deployment) or External(deployment={deployment or 'NAME'}) metric "
+            f"this adapter serves (asked: {metric})",
         )
     readings = []
     for m in used:
+        served, object_value = values[m.name]
         if m.type == "Pods":
             # The HPA reads the Quantity the wire carries, as MilliValue (horizontal.go).
             readings.append(HPAReading.pods({p: _milli(v) for p, v in served.items()}))
-        elif object_value is not None:
+        elif object_value is None:
+            what = "name the Deployment" if deployment is None else f"Deployment {deployment} has none"
+            readings.append(HPAReading.failed(f"no value for {m.describe()}: {what}"))
+        elif m.type == "Object":
             readings.append(HPAReading.object(_milli(object_value)))
-        else:
-            readings.append(HPAReading.failed(f"no value for {m.describe()}: name the Deployment"))
+        else:  # External pinned to the Deployment: the one item the adapter answers
+            readings.append(HPAReading.external((_milli(object_value),)))
     model = HPAModel(dataclasses.replace(spec, metrics=tuple(used)), recommendations=())
     decision = model.reconcile(
         now,
@@ -298,7 +318,17 @@ def explain_hpa(
         metrics=readings,
         pods=[PodInfo(p, start_time=now - 3600.0) for p in pods],
     )
-    usage = next((p.usage for p in decision.proposals if p.usage is not None), None)
+    proposals = [
+        HPAMetricExplanation(
+            p.metric.describe(),
+            _target(p.metric),
+            quantity(p.usage / 1000) if p.usage is not None else None,
+            p.replicas,
+            p.error,
+        )
+        for p in decision.proposals
+    ]
+    usage = next((p.usage for p in decision.proposals if p.usage is not None and p.metric.name == metric), None)
     return HPAExplanation(
         spec.name,
         [m.describe() for m in used],
@@ -309,4 +339,6 @@ def explain_hpa(
         decision.desired_replicas if decision.metric_replicas is not None else None,
         decision.reason,
         decision.error,
+        proposals,
+        next((p.metric.describe() for p in decision.proposals if p.description == decision.metric_name), None),
     )

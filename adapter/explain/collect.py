@@ -7,12 +7,20 @@ debugging tool, not the hot path), then hands everything to the pure ``build``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from adapter.catalog import BOOST_METRIC, FORECAST_METRIC, Catalog
 from adapter.errors import AdapterError, BadRequest, NotFound
-from adapter.explain.build import build, explain_forecast, explain_hpa, gpu_metric, raw_queries, read_metrics
+from adapter.explain.build import (
+    build,
+    explain_forecast,
+    explain_hpa,
+    gpu_metric,
+    raw_queries,
+    read_metrics,
+    serves,
+)
 from adapter.explain.model import Explanation
 from adapter.forecast_service import ForecastService, WorkloadKey, key_for_pods
 from adapter.hpa.spec import HPASpec
@@ -62,11 +70,14 @@ async def explain(
     deployment: str | None = None,
     hpa: HPASpec | None = None,
     refresh_forecast: bool = False,
+    may_read: Callable[[str], Awaitable[bool]] | None = None,
 ) -> Explanation:
     """Explain ``metric`` for the pods of ``selector`` or ``deployment`` in ``namespace``.
 
     ``refresh_forecast`` pulls the history and fits once when the provider holds no forecast for the
-    workload yet (the one-shot CLI); the server's endpoint shows the forecast it already holds.
+    workload yet (the one-shot CLI); the server's endpoint shows the forecast it already holds. With ``hpa``,
+    the HPA's other metrics the adapter serves are read too, each only if ``may_read(name)`` (the endpoint's
+    caller may read it; the CLI reads with the backend's own credentials and passes None).
     Raises NotFound for a metric the catalog does not serve, BadRequest for a bad selector or arguments.
     """
     if (selector is None) == (deployment is None):
@@ -140,20 +151,22 @@ async def explain(
             raw[name] = await provider.raw_query(q, at)
         for name in [n for n in raw_promql if not gpu_metric(n, catalog, raw)]:
             del raw[name], raw_promql[name]  # per-engine series, not per-GPU: nothing to show
-        if sel is not None:
-            samples = await provider.get_metric_by_selector(
-                namespace, sel, MetricInfo("pods", metric, True), EVERYTHING
-            )
-            served = {s.obj.name: s.value for s in samples}
-        else:
-            for pod in pods:
-                sample = await _by_name(provider, pod_ref(pod, namespace), "pods", metric)
-                if sample is not None:
-                    served[pod] = sample.value
-            object_value = await _object_value(provider, namespace, deployment, metric, problems)
+        served, object_value = await _served(provider, namespace, sel, deployment, pods, metric, problems)
     hpa_part = None
     if hpa is not None:
-        hpa_part = explain_hpa(hpa, metric, served, object_value, pods, provider.clock(), deployment)
+        values = {metric: (served, object_value)}
+        for m in hpa.metrics:  # the HPA's other metrics this adapter answers: it takes the largest proposal
+            if not (pods and m.name not in values and provider.knows(m.name) and serves(m, deployment)):
+                continue
+            if may_read is not None and not await may_read(m.name):
+                problems.append(f"{m.describe()}: not read, the caller may not get pods/{m.name} in {namespace}")
+                continue
+            try:
+                values[m.name] = await _served(provider, namespace, sel, deployment, pods, m.name, problems)
+            except AdapterError as exc:  # the HPA sees this entry fail; the others still propose
+                problems.append(f"{m.describe()}: {exc.message}")
+                values[m.name] = ({}, None)
+        hpa_part = explain_hpa(hpa, metric, values, pods, provider.clock(), deployment)
     return build(
         catalog=catalog,
         namespace=namespace,
@@ -173,6 +186,28 @@ async def explain(
         problems=problems,
         data_age_s=provider.data_age(namespace, base),
     )
+
+
+async def _served(
+    provider: ExplainSource,
+    namespace: str,
+    sel: Selector | None,
+    deployment: str | None,
+    pods: list[str],
+    metric: str,
+    problems: list[str],
+) -> tuple[dict[str, float], float | None]:
+    """What the API serves for ``metric``: per pod (as the HPA asks for a Pods metric) and, when a Deployment
+    is named, its Object value."""
+    if sel is not None:
+        samples = await provider.get_metric_by_selector(namespace, sel, MetricInfo("pods", metric, True), EVERYTHING)
+        return {s.obj.name: s.value for s in samples}, None
+    served = {}
+    for pod in pods:
+        sample = await _by_name(provider, pod_ref(pod, namespace), "pods", metric)
+        if sample is not None:
+            served[pod] = sample.value
+    return served, await _object_value(provider, namespace, deployment, metric, problems)
 
 
 async def _by_name(provider: ExplainSource, obj: ObjectRef, resource: str, metric: str) -> MetricSample | None:

@@ -63,18 +63,35 @@ class ForecastExplanation:
 
 
 @dataclass(frozen=True)
+class HPAMetricExplanation:
+    """One ``spec.metrics`` entry the adapter serves: what the HPA reads from it and the replicas it proposes."""
+
+    metric: str  # the entry, e.g. ``Pods/llm_composite_load_boosted``
+    target: str  # e.g. ``AverageValue 1.8``
+    usage: str | None  # the usage as the HPA computes it (a Quantity); None = no valid reading
+    replicas: int | None  # this entry's proposal; None = invalid (``error`` says why)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class HPAExplanation:
-    """What the HPA controller would do with these values (``adapter.hpa``, a fresh controller)."""
+    """What the HPA controller would do with these values (``adapter.hpa``, a fresh controller).
+
+    Every ``spec.metrics`` entry the adapter serves for this workload is read (a Pods metric, the Deployment's
+    Object metric, an External metric whose selector pins the Deployment) and run through the controller
+    together, as the HPA does: the largest proposal wins (``decided_by``)."""
 
     name: str
-    metrics: list[str]  # the spec.metrics entries that use this metric
+    metrics: list[str]  # the spec.metrics entries explained (served by this adapter for this workload)
     ignored: list[str]  # the other entries (not explained: their values are not ours)
     current_replicas: int
-    usage: str | None  # the metric's usage as the HPA computes it (a Quantity)
-    metric_replicas: int | None  # the replica formula's proposal
+    usage: str | None  # the explained metric's usage as the HPA computes it (a Quantity)
+    metric_replicas: int | None  # the replica formula's proposal: the largest over the explained entries
     desired_replicas: int | None  # after min/max, stabilization and rate limits
     reason: str
     error: str | None = None
+    proposals: list[HPAMetricExplanation] = field(default_factory=list)  # one per explained entry
+    decided_by: str | None = None  # the entry whose proposal won (one of ``metrics``)
 
 
 @dataclass(frozen=True)

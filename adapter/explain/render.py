@@ -104,8 +104,16 @@ def renderables(ex: Explanation) -> list[RenderableType]:
                 style="bold",
             )
         )
+        for e in h.proposals:
+            won = "  <- the largest: the HPA takes it" if len(h.proposals) > 1 and e.metric == h.decided_by else ""
+            out.append(
+                Text(
+                    f"  {e.metric}: usage {e.usage or '-'} against {e.target}, proposes "
+                    + (f"{e.replicas}{won}" if e.replicas is not None else f"nothing ({e.error})")
+                )
+            )
         if h.ignored:
-            out.append(Text(f"  not explained (not this metric): {', '.join(h.ignored)}", style="dim"))
+            out.append(Text(f"  not explained (not served by this adapter): {', '.join(h.ignored)}", style="dim"))
     for p in ex.problems:
         out.append(Text(f"problem: {p}", style="red"))
     return out

@@ -11,6 +11,7 @@ import gzip
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -182,7 +183,23 @@ async def _explain(request: Request) -> Explanation:
         selector=params.get("selector"),
         deployment=params.get("deployment"),
         hpa=hpa,
+        may_read=_may_read(request, namespace),
     )
+
+
+def _may_read(request: Request, namespace: str) -> Callable[[str], Awaitable[bool]] | None:
+    """Whether the caller may read a further metric an HPA manifest names (the middleware authorized the path
+    and the metric explained): the same review as reading it through the API (``app.py`` sets the check).
+    None without authorization."""
+    check: Callable[[Any, str, str], Awaitable[bool]] | None = getattr(request.app.state, "may_read_metric", None)
+    user = request.scope.get("extensions", {}).get("user")
+    if check is None or user is None:
+        return None
+
+    async def may_read(metric: str) -> bool:
+        return await check(user, namespace, metric)
+
+    return may_read
 
 
 def add_routes(app: Any) -> None:

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from adapter.__main__ import main
+from adapter.api.wire import quantity
 from adapter.quantity import milli_value, parse_quantity
 from adapter.settings import Settings
 from tests.support.adapter_server import get, running_adapter
@@ -271,6 +272,125 @@ def test_explain_with_an_hpa_gives_its_desired_replicas(fleet: Fleet, tmp_path: 
     path.write_text(yaml.safe_dump(manifest))
     doc = run_cli(fleet, "--selector", "app=llama", "--metric", BOOSTED, "--hpa", str(path), "--json")
     assert doc["hpa"]["desired_replicas"] == want
+
+
+def served_external(fleet: Fleet, metric: str) -> str:
+    r = get(
+        f"{fleet.url}/apis/external.metrics.k8s.io/v1beta1/namespaces/{fleet.ns}/{metric}",
+        params={"labelSelector": "deployment=llama"},
+    )
+    assert r.status_code == 200, r.text
+    items = r.json()["items"]
+    assert [i["metricLabels"] for i in items] == [{"deployment": "llama"}]
+    value: str = items[0]["value"]
+    return value
+
+
+def test_explain_with_an_hpa_runs_every_metric_it_serves_and_takes_the_largest(fleet: Fleet, tmp_path: Path) -> None:
+    """The shipped HPAs hold three metrics; the HPA takes the largest proposal, so explain runs them all."""
+    boosted, queue = fleet.served(BOOSTED), fleet.served("inference_queue_depth")
+    composite = milli_value(parse_quantity(served_external(fleet, "llm_composite_load")))
+    assert len(boosted) == 3 and len(queue) == 4  # every pod has a queue gauge
+    average = {
+        name: sum(milli_value(parse_quantity(v)) for v in vals.values()) // len(vals)
+        for name, vals in (("boosted", boosted), ("queue", queue))
+    }
+    assert average["queue"] > 0 and composite > 0
+    # Each entry's usage as a multiple of its target: 1.6 (the test above: 5 replicas), 1.65, 1.3.
+    queue_target = int(Decimal(average["queue"]) / Decimal("1.65"))
+    composite_target = int(Decimal(composite) / Decimal("1.3"))
+    manifest = hpa_manifest(fleet.ns, f"{int(Decimal(average['boosted']) / Decimal('1.6'))}m")
+    metrics = manifest["spec"]["metrics"]
+    metrics.insert(
+        1,
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "inference_queue_depth"},
+                "target": {"type": "AverageValue", "averageValue": f"{queue_target}m"},
+            },
+        },
+    )
+    ours = {"name": "llm_composite_load", "selector": {"matchLabels": {"deployment": "llama"}}}
+    metrics.append(
+        {"type": "External", "external": {"metric": ours, "target": {"type": "Value", "value": f"{composite_target}m"}}}
+    )
+    # Not ours: another Deployment's Object metric, an External metric selected by another label.
+    other = {"kind": "Deployment", "name": "other", "apiVersion": "apps/v1"}
+    metrics.append(
+        {
+            "type": "Object",
+            "object": {
+                "describedObject": other,
+                "metric": {"name": "llm_composite_load"},
+                "target": {"type": "Value", "value": "1"},
+            },
+        }
+    )
+    metrics.append(
+        {
+            "type": "External",
+            "external": {
+                "metric": {"name": "inference_queue_depth", "selector": {"matchLabels": {"app": "llama"}}},
+                "target": {"type": "Value", "value": "1"},
+            },
+        }
+    )
+    r = httpx.post(
+        f"{fleet.url}/explain",
+        params={"namespace": fleet.ns, "deployment": "llama", "metric": BOOSTED},
+        content=yaml.safe_dump(manifest),
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    hpa = r.json()["hpa"]
+    assert hpa["metrics"] == [f"Pods/{BOOSTED}", "Pods/inference_queue_depth", "External/llm_composite_load"]
+    assert hpa["ignored"] == [
+        "Resource/cpu",
+        "Object(Deployment/other)/llm_composite_load",
+        "External/inference_queue_depth",
+    ]
+    # The HPA's formula from its documentation, per entry: ceil(4 x 1.65) = 7 from the queue (all 4 pods
+    # served); External Value: ceil(4 x usage / target) = ceil(5.2) = 6; the boosted composite 5 as above.
+    want_queue = expected_replicas(queue, queue_target)
+    want_external = max(1, min(math.ceil(4 * composite / composite_target), 8))
+    assert (want_queue, want_external) == (7, 6)
+    by_entry = {p["metric"]: p for p in hpa["proposals"]}
+    assert {k: v["replicas"] for k, v in by_entry.items()} == {
+        f"Pods/{BOOSTED}": 5,
+        "Pods/inference_queue_depth": want_queue,
+        "External/llm_composite_load": want_external,
+    }
+    assert milli_value(parse_quantity(by_entry["External/llm_composite_load"]["usage"])) == composite
+    assert by_entry["External/llm_composite_load"]["target"] == f"Value {quantity(composite_target / 1000)}"
+    assert hpa["decided_by"] == "Pods/inference_queue_depth"
+    assert (hpa["metric_replicas"], hpa["desired_replicas"]) == (7, 7)
+    assert hpa["usage"] == by_entry[f"Pods/{BOOSTED}"]["usage"]  # the explained metric's own
+
+    path = tmp_path / "hpa.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    text = " ".join(run_cli_text(fleet, "--deployment", "llama", "--metric", BOOSTED, "--hpa", str(path)).split())
+    queue_usage = by_entry["Pods/inference_queue_depth"]["usage"]
+    assert (
+        f"Pods/inference_queue_depth: usage {queue_usage} against AverageValue {quantity(queue_target / 1000)}, "
+        "proposes 7 <- the largest: the HPA takes it" in text
+    )
+    assert (
+        f"External/llm_composite_load: usage {by_entry['External/llm_composite_load']['usage']} against Value "
+        f"{quantity(composite_target / 1000)}, proposes 6 " in text
+    )
+    assert "not explained (not served by this adapter): Resource/cpu" in text
+
+
+def run_cli_text(fleet: Fleet, *args: str) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["explain", "--prometheus-url", fleet.backend.url, "--namespace", fleet.ns, *args])
+    assert code == 0
+    return out.getvalue()
 
 
 def run_cli(fleet: Fleet, *args: str) -> dict[str, Any]:
