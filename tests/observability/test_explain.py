@@ -245,19 +245,25 @@ def expected_replicas(served: dict[str, str], target_milli: int) -> int:
     return max(1, min(desired, 20, max(2 * current, 4)))
 
 
+def post_explain(fleet: Fleet, manifest: dict[str, Any], **params: str) -> dict[str, Any]:
+    """``POST /explain`` of BOOSTED with an HPA manifest: the answer's ``hpa`` part."""
+    r = httpx.post(
+        f"{fleet.url}/explain",
+        params={"namespace": fleet.ns, "metric": BOOSTED, **params},
+        content=yaml.safe_dump(manifest),
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    hpa: dict[str, Any] = r.json()["hpa"]
+    return hpa
+
+
 def test_explain_with_an_hpa_gives_its_desired_replicas(fleet: Fleet, tmp_path: Path) -> None:
     served = fleet.served(BOOSTED)
     average = sum(milli_value(parse_quantity(v)) for v in served.values()) // len(served)
     target_milli = int(Decimal(average) / Decimal("1.6"))
     manifest = hpa_manifest(fleet.ns, f"{target_milli}m")
-    r = httpx.post(
-        f"{fleet.url}/explain",
-        params={"namespace": fleet.ns, "selector": "app=llama", "metric": BOOSTED},
-        content=yaml.safe_dump(manifest),
-        timeout=30,
-    )
-    assert r.status_code == 200, r.text
-    hpa = r.json()["hpa"]
+    hpa = post_explain(fleet, manifest, selector="app=llama")
     # 3 of the 4 pods are served (the one without GPU series has no composite). The HPA reads 1.6 x target
     # from them, scales up, and then counts the pod without a value as 0 (replica_calculator.go): 1.6 x 3 / 4
     # = 1.2, ceil(1.2 x 4) = 5.
@@ -336,14 +342,7 @@ def test_explain_with_an_hpa_runs_every_metric_it_serves_and_takes_the_largest(f
             },
         }
     )
-    r = httpx.post(
-        f"{fleet.url}/explain",
-        params={"namespace": fleet.ns, "deployment": "llama", "metric": BOOSTED},
-        content=yaml.safe_dump(manifest),
-        timeout=30,
-    )
-    assert r.status_code == 200, r.text
-    hpa = r.json()["hpa"]
+    hpa = post_explain(fleet, manifest, deployment="llama")
     assert hpa["metrics"] == [f"Pods/{BOOSTED}", "Pods/inference_queue_depth", "External/llm_composite_load"]
     assert hpa["ignored"] == [
         "Resource/cpu",
@@ -394,14 +393,7 @@ def run_cli_text(fleet: Fleet, *args: str) -> str:
 
 
 def run_cli(fleet: Fleet, *args: str) -> dict[str, Any]:
-    import contextlib
-    import io
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["explain", "--prometheus-url", fleet.backend.url, "--namespace", fleet.ns, *args])
-    assert code == 0
-    doc: dict[str, Any] = json.loads(out.getvalue())
+    doc: dict[str, Any] = json.loads(run_cli_text(fleet, *args))
     return doc
 
 
