@@ -161,8 +161,12 @@ async def explain(
             if may_read is not None and not await may_read(m.name):
                 problems.append(f"{m.describe()}: not read, the caller may not get pods/{m.name} in {namespace}")
                 continue
-            try:
-                values[m.name] = await _served(provider, namespace, sel, deployment, pods, m.name, problems)
+            kinds = {e.type for e in hpa.metrics if e.name == m.name and serves(e, deployment)}
+            try:  # per pod for a Pods entry, the Deployment's value for an Object or External one
+                values[m.name] = await _served(
+                    provider, namespace, sel, deployment, pods, m.name, problems,
+                    per_pod="Pods" in kinds, whole=kinds != {"Pods"},
+                )  # fmt: skip
             except AdapterError as exc:  # the HPA sees this entry fail; the others still propose
                 problems.append(f"{m.describe()}: {exc.message}")
                 values[m.name] = ({}, None)
@@ -196,18 +200,23 @@ async def _served(
     pods: list[str],
     metric: str,
     problems: list[str],
+    *,
+    per_pod: bool = True,
+    whole: bool = True,
 ) -> tuple[dict[str, float], float | None]:
-    """What the API serves for ``metric``: per pod (as the HPA asks for a Pods metric) and, when a Deployment
-    is named, its Object value."""
-    if sel is not None:
+    """What the API serves for ``metric``: per pod (``per_pod``: as the HPA asks for a Pods metric) and, when a
+    Deployment is named, its Object value (``whole``)."""
+    served: dict[str, float] = {}
+    if per_pod and sel is not None:
         samples = await provider.get_metric_by_selector(namespace, sel, MetricInfo("pods", metric, True), EVERYTHING)
-        return {s.obj.name: s.value for s in samples}, None
-    served = {}
-    for pod in pods:
-        sample = await _by_name(provider, pod_ref(pod, namespace), "pods", metric)
-        if sample is not None:
-            served[pod] = sample.value
-    return served, await _object_value(provider, namespace, deployment, metric, problems)
+        served = {s.obj.name: s.value for s in samples}
+    elif per_pod:
+        for pod in pods:
+            sample = await _by_name(provider, pod_ref(pod, namespace), "pods", metric)
+            if sample is not None:
+                served[pod] = sample.value
+    object_value = await _object_value(provider, namespace, deployment, metric, problems) if whole else None
+    return served, object_value
 
 
 async def _by_name(provider: ExplainSource, obj: ObjectRef, resource: str, metric: str) -> MetricSample | None:

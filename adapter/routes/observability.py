@@ -7,6 +7,7 @@ the raw path, which a client controls.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import logging
@@ -193,13 +194,7 @@ def _may_read(request: Request, namespace: str) -> Callable[[str], Awaitable[boo
     None without authorization."""
     check: Callable[[Any, str, str], Awaitable[bool]] | None = getattr(request.app.state, "may_read_metric", None)
     user = request.scope.get("extensions", {}).get("user")
-    if check is None or user is None:
-        return None
-
-    async def may_read(metric: str) -> bool:
-        return await check(user, namespace, metric)
-
-    return may_read
+    return None if check is None or user is None else functools.partial(check, user, namespace)
 
 
 def add_routes(app: Any) -> None:
